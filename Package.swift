@@ -1,0 +1,17 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let package = Package(
+  name: "Evented",
+  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+  products: [
+    .library(name: "Evented", targets: ["Evented"]),
+    .executable(name: "evented-stress", targets: ["Stress"]),
+  ],
+  targets: [
+    .target(name: "Evented"),
+    .executableTarget(name: "Stress", dependencies: ["Evented"], path: "Stress"),
+    .testTarget(name: "EventedTests", dependencies: ["Evented"]),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,84 @@
+/// A broadcaster of events with no current value.
+///
+/// ```swift
+/// let didFail = EventSource<ProfileError>()
+/// didFail.observe(with: view, on: .main) { view, error in view.show(error) }
+/// let token = didFail.observe { error in log(error) }   // keep `token`
+/// didFail.send(.offline)
+/// ```
+///
+/// Expose ``readOnly`` to let other code observe without being able to send.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** `Sendable`; every member may be called from any thread at any
+///   time. Handlers never run while an internal lock is held.
+/// - **Ordering:** Each subscription receives events one at a time, in the order the
+///   sends were committed. With `.synchronous` delivery a send runs the handlers
+///   before it returns, unless another thread is delivering for this source: then that
+///   thread delivers the event after the ones before it, and `send` returns at once.
+///   Different subscriptions are not ordered relative to each other.
+/// - **Reentrancy:** A handler may send, subscribe and cancel, on this source or any
+///   other. A send from inside a handler is committed at once and delivered after the
+///   current delivery pass; deliveries never nest. A subscription added from inside a
+///   handler does not receive the event being delivered.
+/// - **Lifetime:** A subscription ends when its owner deinitializes, or on
+///   ``Subscription/cancel()``. The source holds its owners weakly and does not keep
+///   itself alive: when it is deinitialized, its subscriptions receive nothing more.
+public final class EventSource<Event: Sendable>: EventSourceProtocol {
+  let hub = Hub<Event, Void>(())
+
+  /// Creates a source with no subscriptions.
+  public init() {}
+
+  /// Delivers `event` to every current subscription.
+  ///
+  /// - Parameter event: The event to broadcast.
+  /// - Complexity: O(n) in the number of subscriptions, plus the handlers.
+  public func send(_ event: Event) {
+    hub.send(event)
+  }
+
+  /// Ends every subscription of this source.
+  ///
+  /// When this returns, no handler of this source will start again. A handler that is
+  /// running on another thread is waited for, as with ``Subscription/cancel()``.
+  public func removeAllObservers() {
+    hub.removeAll()
+  }
+
+  /// A view of this source that can observe but not send.
+  public var readOnly: ReadOnlyEventSource<Event> {
+    ReadOnlyEventSource(hub: hub)
+  }
+}
+
+extension EventSource where Event == Void {
+  /// Delivers an event to every current subscription.
+  public func send() {
+    hub.send(())
+  }
+}
+
+/// A view of an ``EventSource`` that can observe but not send.
+///
+/// ```swift
+/// final class Uploader: Sendable {
+///   private let finishedSource = EventSource<URL>()
+///   var finished: ReadOnlyEventSource<URL> { finishedSource.readOnly }
+/// }
+/// ```
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** `Sendable`; every member may be called from any thread.
+/// - **Ordering:** As the ``EventSource`` it views.
+/// - **Reentrancy:** As the ``EventSource`` it views.
+/// - **Lifetime:** The view keeps its source alive; subscriptions follow the ownership
+///   rule of ``EventSource``.
+public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
+  let hub: Hub<Event, Void>
+
+  /// This view itself.
+  public var readOnly: ReadOnlyEventSource<Event> { self }
+}

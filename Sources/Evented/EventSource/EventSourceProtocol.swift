@@ -1,0 +1,118 @@
+/// The observing side of an event source, shared by ``EventSource`` and
+/// ``ReadOnlyEventSource``.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** Every member may be called from any thread.
+/// - **Ordering:** Each subscription receives events one at a time, in commit order.
+/// - **Reentrancy:** Handlers may send, subscribe and cancel; see ``EventSource``.
+/// - **Lifetime:** A subscription lives as long as its owner.
+public protocol EventSourceProtocol<Event>: Sendable {
+  /// The type of the events.
+  associatedtype Event: Sendable
+
+  /// A view of the source that can observe but not send.
+  var readOnly: ReadOnlyEventSource<Event> { get }
+}
+
+extension EventSourceProtocol {
+  var hub: Hub<Event, Void> { readOnly.hub }
+
+  /// The number of subscriptions whose owner is alive.
+  ///
+  /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
+  public var observerCount: Int { hub.liveCount }
+
+  /// Calls `handler` with every event from now on, for as long as `owner` lives.
+  ///
+  /// ```swift
+  /// source.observe(with: self) { me, event in me.handle(event) }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes. Do not capture it strongly in `handler`.
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the owner and each event, never concurrently with itself.
+  /// - Returns: A handle that may cancel the subscription early; dropping it does not
+  ///   end the subscription.
+  @discardableResult
+  public func observe<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, Event) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), handler)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with every event from now on, for
+  /// as long as `owner` lives.
+  ///
+  /// ```swift
+  /// source.observe(with: self, on: .main) { me, event in me.label.text = event }
+  /// ```
+  @discardableResult
+  public func observe<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, handler)
+  }
+
+  /// Calls `handler` with every event from now on, for as long as the returned
+  /// subscription is kept.
+  ///
+  /// - Parameters:
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with each event, never concurrently with itself.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observe(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Event) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), handler)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with every event from now on, for
+  /// as long as the returned subscription is kept.
+  public func observe(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Event) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(handler)
+  }
+
+  /// Calls `handler` with the next event only, if `owner` is still alive then.
+  ///
+  /// - Note: At most once, even when events are sent concurrently or from inside the
+  ///   handler.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, Event) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), isOnce: true, handler)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the next event only, if
+  /// `owner` is still alive then.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, isOnce: true, handler)
+  }
+
+  /// Calls `handler` with the next event only, if the returned subscription is still
+  /// kept then.
+  public func observeOnce(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Event) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), isOnce: true, handler)
+  }
+}

@@ -1,0 +1,153 @@
+// One subscription's handler and the state word that delivery and cancellation share.
+//
+// The state word (`SubscriptionCore.word`):
+//
+//   0                   idle: the handler may be started
+//   thread ID           running on that thread (IDs have their two low bits clear)
+//   bit 0 (`ended`)     ended: the handler is never started again
+//   bit 1 (`runnerReleases`)
+//                       the subscription was ended from inside its own handler; the
+//                       running thread releases the handler when it returns
+//
+// Transitions:
+//
+//   start     0 -> T              compare-exchange by the delivering thread T; fails if
+//                                 ended, so an ended handler never starts
+//   finish    T|bits -> bits      subtract T; if `ended` is set, wake waiters; if
+//                                 `runnerReleases` is set, release the handler
+//   end       x -> x|ended        by cancel, owner death or once-delivery; if running on
+//                                 another thread, wait in WaitRoom until it finishes,
+//                                 then release the handler; if running on this thread,
+//                                 set `runnerReleases` and return at once
+//
+// The word orders every access to `handler`: it is read only between a successful
+// start and the matching finish, and cleared only after the end has seen no runner.
+// `slot` is guarded by the lock of the source the subscription belongs to.
+
+import Synchronization
+
+/// Implemented by a source so that a subscription can remove itself from it.
+protocol Detaching: AnyObject, Sendable {
+  /// Removes `core` from the source's list. Takes the source's lock.
+  func detach(_ core: SubscriptionCore)
+}
+
+/// The type-erased part of one subscription.
+class SubscriptionCore: @unchecked Sendable {
+  // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
+  // the top of this file; `slot` is guarded by the source's lock; `owner` and `source`
+  // are weak references written once before the subscription is published.
+
+  static let ended: UInt = 1
+  static let runnerReleases: UInt = 2
+
+  let word = Atomic<UInt>(0)
+  weak var owner: AnyObject?
+  weak var source: (any Detaching)?
+  /// The index of this subscription in its source's slot list, or -1 once removed.
+  var slot = -1
+  /// Ends the subscription just before its first invocation.
+  let isOnce: Bool
+  /// Where the handler runs; nil runs it inline on the delivering thread.
+  let target: DeliveryTarget?
+
+  init(isOnce: Bool, target: DeliveryTarget?) {
+    self.isOnce = isOnce
+    self.target = target
+  }
+
+  var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
+
+  /// Ends the subscription. When this returns, the handler will not start again and
+  /// is not running on another thread.
+  ///
+  /// - Returns: true if this call ended it; false if it had ended already.
+  @discardableResult
+  func end() -> Bool {
+    let me = currentThreadID()
+    let old = word.bitwiseOr(Self.ended, ordering: .acquiringAndReleasing).oldValue
+    let runner = old & ~(Self.ended | Self.runnerReleases)
+    let first = old & Self.ended == 0
+    if runner == me {
+      if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
+      return first
+    }
+    if runner != 0 {
+      WaitRoom.shared.wait { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) == 0 }
+    }
+    if first { releaseHandler() }
+    return first
+  }
+
+  /// Ends the subscription and removes it from its source.
+  func cancel() {
+    end()
+    source?.detach(self)
+  }
+
+  /// Drops the handler and its captures. Called exactly once, after the end.
+  func releaseHandler() {}
+}
+
+/// One subscription with a handler for `Message`.
+final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
+  // @unchecked Sendable: see SubscriptionCore; `handler` is ordered by `word`.
+  typealias Handler = @Sendable (AnyObject, Message) -> Void
+
+  @exclusivity(unchecked) private var handler: Handler?
+
+  init(owner: AnyObject?, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: isOnce, target: target)
+    self.owner = owner
+  }
+
+  override func releaseHandler() {
+    handler = nil
+  }
+
+  /// Runs the handler with `message` unless the subscription has ended.
+  ///
+  /// - Parameter me: `currentThreadID()` of the calling thread.
+  /// - Returns: false if the owner is gone (the subscription should be purged).
+  @inline(__always)
+  func run(_ message: Message, me: UInt) -> Bool {
+    guard word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged else {
+      return true
+    }
+    guard let owner else {
+      finish(me)
+      return false
+    }
+    if isOnce { word.bitwiseOr(Self.ended | Self.runnerReleases, ordering: .relaxed) }
+    let body = handler.unsafelyUnwrapped
+    body(owner, message)
+    finish(me)
+    if isOnce { source?.detach(self) }
+    return true
+  }
+
+  @inline(__always)
+  private func finish(_ me: UInt) {
+    let old = word.wrappingSubtract(me, ordering: .acquiringAndReleasing).oldValue
+    if old & (Self.ended | Self.runnerReleases) != 0 { finishEnded(old) }
+  }
+
+  @inline(never)
+  private func finishEnded(_ old: UInt) {
+    if old & Self.runnerReleases != 0 { handler = nil }
+    if old & Self.ended != 0 { WaitRoom.shared.wakeAll() }
+  }
+
+  /// Delivers `message` inline or submits it to the subscription's queue.
+  ///
+  /// - Returns: false if the owner is gone.
+  @inline(__always)
+  func deliver(_ message: Message, me: UInt) -> Bool where Message: Sendable {
+    guard let target else { return run(message, me: me) }
+    if isEnded { return true }
+    if owner == nil { return false }
+    target.submit { _ = self.run(message, me: currentThreadID()) }
+    return true
+  }
+}

@@ -1,0 +1,155 @@
+// The state of one source, guarded by its hub's lock.
+//
+// - `slots` lists the subscriptions in the order they subscribed. A cancelled one
+//   leaves a nil tombstone; tombstones and subscriptions of dead owners are swept
+//   out together once they outnumber the live ones (amortized O(1) per subscribe and
+//   cancel), on every send that met a dead owner, and when `observerCount` is read.
+//   `slots` is never shared outside the lock, so it may be mutated in place.
+// - `snapshot` is an immutable array of the subscriptions, built on demand by a send
+//   and dropped whenever `slots` changes. It is never mutated, only replaced, so a
+//   delivering thread can iterate it without the lock.
+// - `pending` is the FIFO of committed deliveries that wait for the delivering thread
+//   (`isDelivering`): a send or write made while another delivery pass runs is
+//   committed at once and queued here, with the snapshot of its commit.
+//
+// Nothing that may hold user objects is released under the lock: removed
+// subscriptions, replaced snapshots and owners loaded to test liveness are moved into
+// a `Garbage` that the caller drops after unlocking.
+
+/// A committed delivery that has not run yet.
+enum Pending<Message> {
+  /// To every subscription of the snapshot taken at commit time.
+  case all(Message, ContiguousArray<Entry<Message>>)
+  /// To one new subscription only (a property's current value).
+  case one(Message, Entry<Message>)
+}
+
+/// What a transition took out of the state, to release after unlocking.
+struct Garbage<Message> {
+  var snapshot: ContiguousArray<Entry<Message>>?
+  var removed: [Entry<Message>] = []
+  var owners: [AnyObject] = []
+
+  /// Ends the removed subscriptions, waiting for any of them that runs on another
+  /// thread. Must be called without any lock held.
+  func dispose() {
+    for entry in removed { entry.end() }
+  }
+}
+
+struct HubState<Message, Stored> {
+  var stored: Stored
+  var slots: ContiguousArray<Entry<Message>?> = []
+  var live = 0
+  var snapshot: ContiguousArray<Entry<Message>>?
+  var pending: ContiguousArray<Pending<Message>?> = []
+  var pendingHead = 0
+  var isDelivering = false
+  var addsSinceSweep = 0
+
+  init(stored: Stored) {
+    self.stored = stored
+  }
+
+  /// The subscriptions as of now, as an immutable array.
+  mutating func currentSnapshot() -> ContiguousArray<Entry<Message>> {
+    if let snapshot { return snapshot }
+    var fresh = ContiguousArray<Entry<Message>>()
+    fresh.reserveCapacity(live)
+    for case let entry? in slots { fresh.append(entry) }
+    snapshot = fresh
+    return fresh
+  }
+
+  /// Commits `message` to every current subscription.
+  ///
+  /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
+  ///   another thread is delivering (then it is queued for that thread).
+  mutating func commit(_ message: Message) -> Pending<Message>? {
+    guard live > 0 else { return nil }
+    return start(.all(message, currentSnapshot()))
+  }
+
+  /// Runs `delivery` now if nobody is delivering, else queues it.
+  mutating func start(_ delivery: Pending<Message>) -> Pending<Message>? {
+    if isDelivering {
+      pending.append(delivery)
+      return nil
+    }
+    isDelivering = true
+    return delivery
+  }
+
+  /// The next queued delivery, or nil after marking delivery finished.
+  mutating func next() -> Pending<Message>? {
+    guard pendingHead < pending.count else {
+      isDelivering = false
+      return nil
+    }
+    let delivery = pending[pendingHead]
+    pending[pendingHead] = nil
+    pendingHead += 1
+    if pendingHead == pending.count {
+      pending.removeAll(keepingCapacity: pending.count <= 64)
+      pendingHead = 0
+    }
+    return delivery
+  }
+
+  /// Appends a subscription; sweeps first once enough were added since the last sweep.
+  mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
+    addsSinceSweep += 1
+    if addsSinceSweep > Swift.max(live, 32) { sweep(into: &garbage) }
+    entry.slot = slots.count
+    slots.append(entry)
+    live += 1
+    garbage.snapshot = snapshot.take()
+  }
+
+  /// Removes one subscription, if it is still listed.
+  mutating func remove(_ entry: SubscriptionCore, garbage: inout Garbage<Message>) {
+    let slot = entry.slot
+    guard slot >= 0, slot < slots.count, let listed = slots[slot], listed === entry else { return }
+    slots[slot] = nil
+    entry.slot = -1
+    live -= 1
+    garbage.removed.append(listed)
+    garbage.snapshot = snapshot.take()
+    if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
+  }
+
+  /// Removes every subscription.
+  mutating func removeAll(into garbage: inout Garbage<Message>) {
+    for case let entry? in slots {
+      entry.slot = -1
+      garbage.removed.append(entry)
+    }
+    slots = []
+    live = 0
+    garbage.snapshot = snapshot.take()
+  }
+
+  /// Drops tombstones and subscriptions that ended or whose owner is gone.
+  ///
+  /// - Complexity: O(n) in the number of slots.
+  mutating func sweep(into garbage: inout Garbage<Message>) {
+    addsSinceSweep = 0
+    var kept = ContiguousArray<Entry<Message>?>()
+    kept.reserveCapacity(live)
+    for case let entry? in slots {
+      if !entry.isEnded, let owner = entry.owner {
+        garbage.owners.append(owner)
+        entry.slot = kept.count
+        kept.append(entry)
+      } else {
+        entry.slot = -1
+        garbage.removed.append(entry)
+      }
+    }
+    if kept.count != slots.count || kept.count != live {
+      garbage.snapshot = snapshot.take()
+    }
+    slots = kept
+    live = kept.count
+  }
+}

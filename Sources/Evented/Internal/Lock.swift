@@ -1,0 +1,133 @@
+// Every lock in Evented lives in this file.
+//
+// `Lock<State>` is a `pthread_mutex_t` stored in the same heap object as the state it
+// guards. A pthread mutex is used instead of `Synchronization.Mutex` because Thread
+// Sanitizer on Linux understands pthread's happens-before edges natively, while
+// `Mutex`'s contended path goes through futexes it cannot see and produces false
+// reports. The mutex is of the error-checking kind: locking it again on the thread
+// that holds it returns EDEADLK, which we turn into a clear message instead of a hang.
+// Inside Evented the lock is never held across user code, so the only way to reach
+// that message is from the two closures that must run under it: a property's
+// `modify` body and an `Equatable` `==` used for duplicate detection.
+//
+// `WaitRoom` is a mutex and condition variable shared by every subscription. A thread
+// that cancels a subscription whose handler is running on another thread waits here
+// until that handler returns. It guards no state of its own: waiters re-check an
+// atomic word under its mutex, and the thread that clears the word wakes them.
+
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// A non-recursive lock stored with the state it guards; use only through `withLock`.
+struct Lock<State>: @unchecked Sendable {
+  // @unchecked Sendable: the pthread mutex in `storage` guards the state stored beside
+  // it; the state is touched only inside `withLock`.
+  private let storage: LockStorage<State>
+
+  static func make(_ initial: State) -> Lock<State> {
+    Lock(storage: LockStorage.make(initial))
+  }
+
+  /// Runs `body` with exclusive access to the state.
+  ///
+  /// `body` must not call user code, with two documented exceptions (`modify` and
+  /// `==`). Locking twice on one thread stops with a message instead of deadlocking.
+  @inline(__always)
+  func withLock<Result, Failure: Error>(
+    _ body: (inout State) throws(Failure) -> Result
+  ) throws(Failure) -> Result {
+    try storage.withLock(body)
+  }
+}
+
+/// One heap object holding the mutex (as the element) and the state (as the header),
+/// so that reaching the state costs no exclusivity check.
+final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
+  static func make(_ initial: State) -> LockStorage<State> {
+    let buffer = LockStorage<State>.create(minimumCapacity: 1) { _ in initial }
+    let lock = unsafeDowncast(buffer, to: LockStorage<State>.self)
+    lock.withUnsafeMutablePointerToElements { mutex in
+      var attributes = pthread_mutexattr_t()
+      pthread_mutexattr_init(&attributes)
+      pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+      pthread_mutex_init(mutex, &attributes)
+      pthread_mutexattr_destroy(&attributes)
+    }
+    return lock
+  }
+
+  deinit {
+    _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
+  }
+
+  @inline(__always)
+  func withLock<Result, Failure: Error>(
+    _ body: (inout State) throws(Failure) -> Result
+  ) throws(Failure) -> Result {
+    let mutex = withUnsafeMutablePointerToElements { $0 }
+    let status = pthread_mutex_lock(mutex)
+    if status != 0 { lockFailed(status) }
+    defer { pthread_mutex_unlock(mutex) }
+    return try body(&withUnsafeMutablePointerToHeader { $0 }.pointee)
+  }
+}
+
+@inline(never)
+private func lockFailed(_ status: Int32) -> Never {
+  if status == EDEADLK {
+    fatalError(
+      """
+      Evented: a source was used from inside its own locked section, which would \
+      deadlock. A property's `modify` closure and the `==` used to skip duplicate \
+      values run under the property's lock: they must not read, write, observe or \
+      modify the same property.
+      """)
+  }
+  fatalError("Evented: pthread_mutex_lock failed with error \(status)")
+}
+
+/// An identifier of the calling thread, never zero, with its two low bits clear.
+@inline(__always)
+func currentThreadID() -> UInt {
+  #if canImport(Darwin)
+    return UInt(bitPattern: pthread_self())
+  #else
+    return UInt(pthread_self())
+  #endif
+}
+
+/// Where cancelling threads wait for a handler running on another thread to return.
+final class WaitRoom: @unchecked Sendable {
+  // @unchecked Sendable: `mutex` guards the wait on `condition`; the condition being
+  // waited for is an atomic word owned by the caller, re-checked under `mutex`.
+  static let shared = WaitRoom()
+
+  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+  private let condition: UnsafeMutablePointer<pthread_cond_t>
+
+  private init() {
+    mutex = .allocate(capacity: 1)
+    condition = .allocate(capacity: 1)
+    pthread_mutex_init(mutex, nil)
+    pthread_cond_init(condition, nil)
+  }
+
+  /// Blocks until `isDone` returns true. `isDone` must only read atomics.
+  func wait(until isDone: () -> Bool) {
+    pthread_mutex_lock(mutex)
+    while !isDone() { pthread_cond_wait(condition, mutex) }
+    pthread_mutex_unlock(mutex)
+  }
+
+  /// Wakes every waiter so it re-checks its condition.
+  func wakeAll() {
+    pthread_mutex_lock(mutex)
+    pthread_cond_broadcast(condition)
+    pthread_mutex_unlock(mutex)
+  }
+}

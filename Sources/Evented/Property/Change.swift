@@ -1,0 +1,33 @@
+/// One committed change of a property: the value before and after it.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** A value type; `Sendable` when `Value` is.
+/// - **Ordering:** Consecutive changes seen by one subscription slide: the `oldValue`
+///   of each equals the `newValue` of the one before.
+/// - **Reentrancy:** Not applicable.
+/// - **Lifetime:** Holds both values.
+public struct Change<Value> {
+  /// The value before the change.
+  public let oldValue: Value
+  /// The value after the change.
+  public let newValue: Value
+
+  /// Creates a change from `oldValue` to `newValue`.
+  public init(oldValue: Value, newValue: Value) {
+    self.oldValue = oldValue
+    self.newValue = newValue
+  }
+}
+
+extension Change: Sendable where Value: Sendable {}
+extension Change: Equatable where Value: Equatable {}
+extension Change: Hashable where Value: Hashable {}
+
+/// What a property's hub delivers: one committed change, or the current value replayed
+/// to a new subscription (`isInitial`, with `old` equal to `new`).
+struct Update<Value: Sendable>: Sendable {
+  let old: Value
+  let new: Value
+  let isInitial: Bool
+}

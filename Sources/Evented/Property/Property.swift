@@ -1,0 +1,140 @@
+/// A value that notifies its subscribers after every change.
+///
+/// ```swift
+/// let volume = Property(5)
+/// volume.observe(with: self, on: .main) { owner, level in owner.show(level) }
+/// volume.value = 6
+/// volume.modify { $0 += 1 }
+/// ```
+///
+/// `Equatable` values skip writes equal to the current value unless created with
+/// `skipsDuplicates: false`; other values never skip. Inside a class, use it as a
+/// property wrapper: `@Property var name = ""` reads and writes the value, and
+/// `$name` is a ``ReadOnlyProperty`` that outside code can observe but not write.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** `Sendable`; every member may be called from any thread at any
+///   time. Handlers never run while an internal lock is held.
+/// - **Ordering:** Each subscription receives values one at a time, in the order the
+///   writes were committed. When writers stop, the last value delivered to every live
+///   subscription equals ``value``. After `value = x` returns on a thread, that thread
+///   reads `x` or a later value. With duplicates skipped, a write equal to the current
+///   value notifies nobody, and no subscription receives a change from `x` to `x`.
+/// - **Reentrancy:** A handler may read ``value`` (the latest committed value), write,
+///   modify, subscribe and cancel, on this property or any other. A write from inside a
+///   handler is committed at once and delivered after the current delivery pass.
+///   The closure given to ``modify(_:)`` and the `==` that detects duplicates run under
+///   the property's lock: they must not use this property (doing so stops the program
+///   with a message) and should not use other sources.
+/// - **Lifetime:** A subscription ends when its owner deinitializes, or on
+///   ``Subscription/cancel()``. Old values are released outside the lock.
+@propertyWrapper
+public final class Property<Value: Sendable>: PropertyProtocol {
+  let hub: Hub<Update<Value>, Value>
+  let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
+    hub = Hub(value)
+    self.isDuplicate = isDuplicate
+  }
+
+  /// Creates a property that notifies on every write.
+  public convenience init(_ value: Value) {
+    self.init(value: value, isDuplicate: nil)
+  }
+
+  /// Creates a property for use as `@Property var name = value`; notifies on every write.
+  public convenience init(wrappedValue: Value) {
+    self.init(value: wrappedValue, isDuplicate: nil)
+  }
+
+  /// The current value. Setting it commits and notifies the subscriptions.
+  ///
+  /// - Note: `value += 1` is a read and a write, not atomic; use ``modify(_:)``.
+  public var value: Value {
+    get { hub.read { copy $0 } }
+    set { write(newValue) }
+  }
+
+  /// The current value, as a property wrapper.
+  public var wrappedValue: Value {
+    get { value }
+    set { write(newValue) }
+  }
+
+  /// A view that can observe but not write: `$name` of `@Property var name`.
+  public var projectedValue: ReadOnlyProperty<Value> { readOnly }
+
+  /// A view that can observe but not write.
+  public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(property: self) }
+
+  /// Changes the value in place, atomically, and notifies once with the old and new
+  /// value.
+  ///
+  /// ```swift
+  /// counter.modify { $0 += 1 }
+  /// let removed = queue.modify { $0.popLast() }
+  /// ```
+  ///
+  /// - Parameter body: Mutates a copy of the value; runs under the property's lock, so
+  ///   keep it short. If it throws, the value stays as it was.
+  /// - Returns: What `body` returns.
+  /// - Important: `body` must not read, write, observe or modify this property: that
+  ///   would deadlock, so it stops the program with a message instead. Touching other
+  ///   sources from `body` can deadlock against a thread that does the opposite.
+  @discardableResult
+  public func modify<Result, Failure: Error>(
+    _ body: (inout Value) throws(Failure) -> Result
+  ) throws(Failure) -> Result {
+    let (outcome, leftover) = hub.commit { stored -> ((Swift.Result<Result, Failure>, Value?), Update<Value>?) in
+      var next = stored
+      let result: Result
+      do throws(Failure) {
+        result = try body(&next)
+      } catch {
+        return ((.failure(error), next), nil)
+      }
+      if let isDuplicate, isDuplicate(stored, next) { return ((.success(result), next), nil) }
+      let old = stored
+      stored = next
+      return ((.success(result), nil), Update(old: old, new: next, isInitial: false))
+    }
+    _ = leftover
+    return try outcome.get()
+  }
+
+  func write(_ newValue: Value) {
+    hub.commit { stored -> ((), Update<Value>?) in
+      if let isDuplicate, isDuplicate(stored, newValue) { return ((), nil) }
+      let old = stored
+      stored = newValue
+      return ((), Update(old: old, new: newValue, isInitial: false))
+    }
+  }
+}
+
+extension Property where Value: Equatable {
+  static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
+
+  /// Creates a property that skips writes equal to the current value.
+  public convenience init(_ value: Value) {
+    self.init(value: value, isDuplicate: Self.equals)
+  }
+
+  /// Creates a property; with `skipsDuplicates`, writes equal to the current value
+  /// notify nobody.
+  public convenience init(_ value: Value, skipsDuplicates: Bool) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  }
+
+  /// Creates a property for `@Property var name = value` that skips equal writes.
+  public convenience init(wrappedValue: Value) {
+    self.init(value: wrappedValue, isDuplicate: Self.equals)
+  }
+
+  /// Creates a property for `@Property(skipsDuplicates: false) var name = value`.
+  public convenience init(wrappedValue: Value, skipsDuplicates: Bool) {
+    self.init(value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  }
+}

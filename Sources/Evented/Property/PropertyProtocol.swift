@@ -1,0 +1,197 @@
+/// The observing side of a property, shared by ``Property`` and ``ReadOnlyProperty``.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** Every member may be called from any thread.
+/// - **Ordering:** Each subscription receives values one at a time, in commit order,
+///   and ends on the latest value when writers stop.
+/// - **Reentrancy:** Handlers may read, write, subscribe and cancel; see ``Property``.
+/// - **Lifetime:** A subscription lives as long as its owner.
+public protocol PropertyProtocol<Value>: Sendable {
+  /// The type of the value.
+  associatedtype Value: Sendable
+
+  /// The current value: the latest committed one.
+  var value: Value { get }
+
+  /// A view of the property that can observe but not write.
+  var readOnly: ReadOnlyProperty<Value> { get }
+}
+
+extension PropertyProtocol {
+  var hub: Hub<Update<Value>, Value> { readOnly.property.hub }
+
+  /// The number of subscriptions whose owner is alive.
+  ///
+  /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
+  public var observerCount: Int { hub.liveCount }
+
+  /// Calls `handler` with the current value now, then with every new value, for as
+  /// long as `owner` lives.
+  ///
+  /// ```swift
+  /// model.name.observe(with: label) { label, name in label.text = name }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - delivery: Where the handler runs. With `.synchronous`, the current value is
+  ///     delivered before this returns unless another thread is delivering for the
+  ///     property (then it is delivered in order by that thread).
+  ///   - handler: Called with the owner and each value, never concurrently with itself.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observe<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, Value) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent) { owner, update in
+      handler(owner, update.new)
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the current value, then with
+  /// every new value, for as long as `owner` lives.
+  @discardableResult
+  public func observe<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, replay: replayCurrent) { owner, update in
+      handler(owner, update.new)
+    }
+  }
+
+  /// Calls `handler` with the current value now, then with every new value, for as
+  /// long as the returned subscription is kept.
+  public func observe(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Value) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent) { update in
+      handler(update.new)
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the current value, then with
+  /// every new value, for as long as the returned subscription is kept.
+  public func observe(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Value) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(replay: replayCurrent) { update in
+      handler(update.new)
+    }
+  }
+
+  /// Calls `handler` with every change from now on, as the old and the new value, for
+  /// as long as `owner` lives. The current value is not replayed.
+  ///
+  /// ```swift
+  /// model.score.observeChanges(with: view) { view, change in
+  ///   view.animate(from: change.oldValue, to: change.newValue)
+  /// }
+  /// ```
+  @discardableResult
+  public func observeChanges<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, Change<Value>) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery)) { owner, update in
+      handler(owner, Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with every change from now on, for
+  /// as long as `owner` lives.
+  @discardableResult
+  public func observeChanges<Owner: AnyObject>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, Change<Value>) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner) { owner, update in
+      handler(owner, Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
+  /// Calls `handler` with every change from now on, for as long as the returned
+  /// subscription is kept.
+  public func observeChanges(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Change<Value>) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery)) { update in
+      handler(Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
+  /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
+  /// part changes, for as long as `owner` lives.
+  ///
+  /// ```swift
+  /// appState.observe(\.login.userName, with: self) { me, name in me.greet(name) }
+  /// ```
+  ///
+  /// Writes that leave the part equal are not delivered; `\.self` skips equal values
+  /// of any `Equatable` property.
+  @discardableResult
+  public func observe<Part: Equatable & Sendable, Owner: AnyObject>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, Part) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent) { owner, update in
+      if let part = update.changedPart(keyPath) { handler(owner, part) }
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the part of the value at
+  /// `keyPath` now, then whenever that part changes, for as long as `owner` lives.
+  @discardableResult
+  public func observe<Part: Equatable & Sendable, Owner: AnyObject>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, Part) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, replay: replayCurrent) { owner, update in
+      if let part = update.changedPart(keyPath) { handler(owner, part) }
+    }
+  }
+
+  /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
+  /// part changes, for as long as the returned subscription is kept.
+  public func observe<Part: Equatable & Sendable>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Part) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent) { update in
+      if let part = update.changedPart(keyPath) { handler(part) }
+    }
+  }
+}
+
+/// Builds the replay of the current value for a new subscription.
+@Sendable
+func replayCurrent<Value>(_ value: borrowing Value) -> Update<Value> {
+  let current = copy value
+  return Update(old: current, new: current, isInitial: true)
+}
+
+extension Update {
+  /// The part at `keyPath` if this update should be delivered for it: always for the
+  /// replay, otherwise only when the part differs between old and new.
+  func changedPart<Part: Equatable>(_ keyPath: KeyPath<Value, Part>) -> Part? {
+    let part = new[keyPath: keyPath]
+    if isInitial || old[keyPath: keyPath] != part { return part }
+    return nil
+  }
+}

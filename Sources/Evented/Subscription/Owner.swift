@@ -1,0 +1,66 @@
+// How the public `observe` variants become entries in a hub.
+//
+// The ownership rule: a subscription lives as long as its owner. With an owner, the
+// entry holds it weakly and passes it strongly to the handler; without one, the
+// returned `Subscription` handle is the owner. Either way the entry only keeps a weak
+// reference, and a handler never runs once its owner's deinit has begun.
+
+extension Hub {
+  /// Subscribes a handler owned by `owner`.
+  func observe<Owner: AnyObject>(
+    owner: Owner,
+    target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    _ handler: @escaping @Sendable (Owner, Message) -> Void
+  ) -> Subscription {
+    let entry = Entry<Message>(owner: owner, isOnce: isOnce, target: target) { owner, message in
+      handler(unsafeDowncast(owner, to: Owner.self), message)
+    }
+    let subscription = Subscription(core: entry, endsOnDeinit: false)
+    subscribe(entry, replay: replay)
+    return subscription
+  }
+
+  /// Subscribes a handler owned by the returned handle.
+  func observe(
+    target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    _ handler: @escaping @Sendable (Message) -> Void
+  ) -> Subscription {
+    let entry = Entry<Message>(owner: nil, isOnce: isOnce, target: target) { _, message in
+      handler(message)
+    }
+    let subscription = Subscription(core: entry, endsOnDeinit: true)
+    entry.owner = subscription
+    subscribe(entry, replay: replay)
+    return subscription
+  }
+
+  /// Subscribes a main-actor handler owned by `owner`, delivered on the main queue.
+  func observeOnMain<Owner: AnyObject>(
+    owner: Owner,
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
+  ) -> Subscription {
+    observe(owner: owner, target: .main, isOnce: isOnce, replay: replay) { owner, message in
+      // The handler runs on the main queue, so the main actor is the current isolation;
+      // the owner is handed over to it and used nowhere else.
+      nonisolated(unsafe) let owner = owner
+      MainActor.assumeIsolated { handler(owner, message) }
+    }
+  }
+
+  /// Subscribes a main-actor handler owned by the returned handle.
+  func observeOnMain(
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    _ handler: @escaping @MainActor @Sendable (Message) -> Void
+  ) -> Subscription {
+    observe(target: .main, isOnce: isOnce, replay: replay) { message in
+      MainActor.assumeIsolated { handler(message) }
+    }
+  }
+}

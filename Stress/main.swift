@@ -1,0 +1,2 @@
+import Evented
+print("evented-stress: not yet")
