@@ -72,7 +72,7 @@ class SubscriptionCore: @unchecked Sendable {
       if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
       return first
     }
-    if runner != 0 {
+    if runner != 0, !FaultInjection.isPlanted(.cancelDoesNotWait) {
       WaitRoom.shared.wait { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) == 0 }
     }
     if first { releaseHandler() }

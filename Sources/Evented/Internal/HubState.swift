@@ -86,6 +86,10 @@ struct HubState<Message, Stored> {
       isDelivering = false
       return nil
     }
+    if FaultInjection.isPlanted(.deliverOutOfOrder), pending.count - pendingHead > 1 {
+      let delivery = pending.removeLast()
+      return delivery
+    }
     let delivery = pending[pendingHead]
     pending[pendingHead] = nil
     pendingHead += 1
@@ -139,6 +143,9 @@ struct HubState<Message, Stored> {
     for case let entry? in slots {
       if !entry.isEnded, let owner = entry.owner {
         garbage.owners.append(owner)
+        entry.slot = kept.count
+        kept.append(entry)
+      } else if !entry.isEnded, FaultInjection.isPlanted(.keepDeadOwners) {
         entry.slot = kept.count
         kept.append(entry)
       } else {

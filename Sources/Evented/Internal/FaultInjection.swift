@@ -1,0 +1,34 @@
+// Planted bugs for proving that the stress suite and the tests can fail. Nothing here
+// is API: it is reachable only through `@_spi(FaultInjection) import Evented`, and
+// every check sits off the per-delivery hot path (the queue of pending deliveries, the
+// sweep, the end of a subscription).
+
+import Synchronization
+
+/// Switches that plant one known bug at a time, for testing the tests.
+@_spi(FaultInjection)
+public enum FaultInjection {
+  /// A bug that can be planted.
+  public enum Bug: UInt8, Sendable, CaseIterable {
+    /// Deliveries queued behind a running delivery pass are taken newest first,
+    /// breaking commit order.
+    case deliverOutOfOrder = 1
+    /// Sweeps keep subscriptions whose owner is gone, so they are never purged.
+    case keepDeadOwners = 2
+    /// `cancel()` returns without waiting for a handler running on another thread.
+    case cancelDoesNotWait = 3
+  }
+
+  /// The bug planted now, if any.
+  public static var planted: Bug? {
+    get { Bug(rawValue: plantedBug.load(ordering: .relaxed)) }
+    set { plantedBug.store(newValue?.rawValue ?? 0, ordering: .relaxed) }
+  }
+
+  @inline(__always)
+  static func isPlanted(_ bug: Bug) -> Bool {
+    plantedBug.load(ordering: .relaxed) == bug.rawValue
+  }
+}
+
+private let plantedBug = Atomic<UInt8>(0)
