@@ -72,7 +72,9 @@ class SubscriptionCore: @unchecked Sendable {
       if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
       return first
     }
-    if runner != 0, !FaultInjection.isPlanted(.cancelDoesNotWait) {
+    if runner != 0 {
+      // The planted bug returns while the handler runs (and keeps it, to stay memory-safe).
+      if FaultInjection.isPlanted(.cancelDoesNotWait) { return first }
       WaitRoom.shared.wait { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) == 0 }
     }
     if first { releaseHandler() }
