@@ -18,7 +18,8 @@
 //   end       x -> x|ended        by cancel, owner death or once-delivery; if running on
 //                                 another thread, wait in WaitRoom until it finishes,
 //                                 then release the handler; if running on this thread,
-//                                 set `runnerReleases` and return at once
+//                                 or on a thread that itself waits for this one (which
+//                                 would deadlock), set `runnerReleases` and return
 //
 // The word orders every access to `handler`: it is read only between a successful
 // start and the matching finish, and cleared only after the end has seen no runner.
@@ -58,6 +59,9 @@ class SubscriptionCore: @unchecked Sendable {
 
   var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
 
+  /// The thread running the handler now, or 0.
+  var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
+
   /// Ends the subscription. When this returns, the handler will not start again and
   /// is not running on another thread.
   ///
@@ -75,7 +79,11 @@ class SubscriptionCore: @unchecked Sendable {
     if runner != 0 {
       // The planted bug returns while the handler runs (and keeps it, to stay memory-safe).
       if FaultInjection.isPlanted(.cancelDoesNotWait) { return first }
-      WaitRoom.shared.wait { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) == 0 }
+      if !WaitRoom.shared.wait(for: self, runningOn: runner) {
+        // The runner waits for this thread: it releases the handler when it returns.
+        if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
+        return first
+      }
     }
     if first { releaseHandler() }
     return first

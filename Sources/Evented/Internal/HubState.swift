@@ -107,7 +107,12 @@ struct HubState<Message, Stored> {
     entry.slot = slots.count
     slots.append(entry)
     live += 1
-    garbage.snapshot = snapshot.take()
+    dropSnapshot(into: &garbage)
+  }
+
+  /// Moves the cached snapshot, if any, into `garbage`.
+  mutating func dropSnapshot(into garbage: inout Garbage<Message>) {
+    if let old = snapshot.take() { garbage.snapshot = old }
   }
 
   /// Removes one subscription, if it is still listed.
@@ -118,7 +123,7 @@ struct HubState<Message, Stored> {
     entry.slot = -1
     live -= 1
     garbage.removed.append(listed)
-    garbage.snapshot = snapshot.take()
+    dropSnapshot(into: &garbage)
     if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
   }
 
@@ -130,7 +135,7 @@ struct HubState<Message, Stored> {
     }
     slots = []
     live = 0
-    garbage.snapshot = snapshot.take()
+    dropSnapshot(into: &garbage)
   }
 
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
@@ -153,9 +158,7 @@ struct HubState<Message, Stored> {
         garbage.removed.append(entry)
       }
     }
-    if kept.count != slots.count || kept.count != live {
-      garbage.snapshot = snapshot.take()
-    }
+    if kept.count != slots.count || kept.count != live { dropSnapshot(into: &garbage) }
     slots = kept
     live = kept.count
   }

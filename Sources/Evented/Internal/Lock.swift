@@ -102,13 +102,21 @@ func currentThreadID() -> UInt {
 }
 
 /// Where cancelling threads wait for a handler running on another thread to return.
+///
+/// It also keeps the wait-for graph of those threads: a thread about to wait for a
+/// handler running on thread R first follows R's own wait, and R's, and so on; if the
+/// chain leads back to itself, waiting would deadlock (two handlers cancelling each
+/// other from two threads), so it does not wait.
 final class WaitRoom: @unchecked Sendable {
-  // @unchecked Sendable: `mutex` guards the wait on `condition`; the condition being
-  // waited for is an atomic word owned by the caller, re-checked under `mutex`.
+  // @unchecked Sendable: `mutex` guards `waitsFor` and the wait on `condition`; the
+  // condition being waited for is an atomic word owned by the caller, re-checked
+  // under `mutex`.
   static let shared = WaitRoom()
 
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   private let condition: UnsafeMutablePointer<pthread_cond_t>
+  /// For each waiting thread, the subscription it waits for and that one's runner.
+  private var waitsFor: [UInt: (runner: UInt, core: SubscriptionCore)] = [:]
 
   private init() {
     mutex = .allocate(capacity: 1)
@@ -117,11 +125,25 @@ final class WaitRoom: @unchecked Sendable {
     pthread_cond_init(condition, nil)
   }
 
-  /// Blocks until `isDone` returns true. `isDone` must only read atomics.
-  func wait(until isDone: () -> Bool) {
+  /// Blocks until `core`'s handler is not running on `runner` any more, unless that
+  /// would deadlock.
+  ///
+  /// - Returns: false if it returned without waiting because `runner` is, directly or
+  ///   through other threads, waiting for the calling thread.
+  @discardableResult
+  func wait(for core: SubscriptionCore, runningOn runner: UInt) -> Bool {
+    let me = currentThreadID()
     pthread_mutex_lock(mutex)
-    while !isDone() { pthread_cond_wait(condition, mutex) }
-    pthread_mutex_unlock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    var next = runner
+    while let edge = waitsFor[next], edge.core.runner == edge.runner {
+      if edge.runner == me { return false }
+      next = edge.runner
+    }
+    waitsFor[me] = (runner, core)
+    while core.runner == runner { pthread_cond_wait(condition, mutex) }
+    waitsFor[me] = nil
+    return true
   }
 
   /// Wakes every waiter so it re-checks its condition.
