@@ -26,8 +26,12 @@
 ///   deinitialized, or once the owner is gone, by the source's next send or sweep).
 ///
 /// - Important: `cancel()` waits for a handler running on another thread. A handler that
-///   itself waits for the thread calling `cancel()` (a lock that thread holds, or a
-///   synchronous dispatch to it) deadlocks. This is the one way cancellation can hang.
+///   itself waits for the thread calling `cancel()` (a lock that thread holds, a
+///   semaphore it should signal, or a synchronous dispatch to it) deadlocks. This is
+///   the one way cancellation can hang. Evented breaks the one cycle it can see: when
+///   the running handler is itself blocked in `cancel()` waiting for a handler on the
+///   calling thread, `cancel()` returns without waiting (the handler still never
+///   starts again).
 public final class Subscription: Hashable, Sendable {
   let core: SubscriptionCore
   private let endsOnDeinit: Bool
