@@ -1,0 +1,106 @@
+// Promise 4: each subscription receives events and values in the order they were
+// committed; for properties, when writers stop, the last value delivered to every live
+// subscription equals `value`.
+
+import Dispatch
+import Testing
+
+@testable import Evented
+
+@Suite struct CommitOrderContract {
+  static let deliveries: [Delivery] = [
+    .synchronous,
+    .queue(DispatchQueue(label: "commit-order")),
+    .queue(DispatchQueue(label: "commit-order-concurrent", attributes: .concurrent)),
+  ]
+
+  /// Increments from many threads commit 1, 2, 3, … in that order, so every
+  /// subscription must see exactly that sequence, and changes that slide.
+  @Test(arguments: PropertySubjectKind.allCases, deliveries)
+  func commitOrderAndLastDeliveredValueEqualsValue(_ kind: PropertySubjectKind, _ delivery: Delivery) {
+    let subject = kind.make(0)
+    let values = Recorder<Int>()
+    let changes = Recorder<Change<Int>>()
+    let a = subject.observe(on: delivery) { values.append($0) }
+    let b = subject.observeChanges(on: delivery) { changes.append($0) }
+    let perThread = 300
+    #expect(onThreads { _ in
+      for _ in 0..<perThread { subject.modify { $0 += 1 } }
+    })
+    let final = contentionThreads * perThread
+    #expect(subject.value == final)
+    #expect(values.wait { $0.last == final })
+    #expect(changes.wait { $0.last?.newValue == final })
+    #expect(values.values == Array(0...final))
+    #expect(changes.values == (1...final).map { Change(oldValue: $0 - 1, newValue: $0) })
+    a.cancel()
+    b.cancel()
+  }
+
+  /// Plain writes from many threads, in an order nobody controls: every subscription
+  /// still ends on `value`, and the changes it saw slide from one to the next.
+  @Test(arguments: PropertySubjectKind.allCases, deliveries)
+  func commitOrderLastDeliveredValueEqualsValueAfterRacingWrites(_ kind: PropertySubjectKind, _ delivery: Delivery) {
+    let subject = kind.make(-1)
+    let latest = (0..<3).map { _ in Monitor(Int.min) }
+    let changes = Recorder<Change<Int>>()
+    var subscriptions = latest.map { last in subject.observe(on: delivery) { value in last.withLock { $0 = value } } }
+    subscriptions.append(subject.observeChanges(on: delivery) { changes.append($0) })
+    #expect(onThreads { index in
+      var random = SplitMix(seed: index)
+      for _ in 0..<300 { subject.value = Int.random(in: 0..<1_000, using: &random) }
+    })
+    let final = subject.value
+    for last in latest {
+      #expect(last.wait { $0 == final })
+    }
+    #expect(changes.wait { $0.last?.newValue == final })
+    let seen = changes.values
+    #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.newValue == $1.oldValue })
+    subscriptions.forEach { $0.cancel() }
+  }
+
+  /// Events from many threads: each sender's events arrive in the order it sent them,
+  /// and every subscription sees the same total order (the commit order).
+  @Test(arguments: EventSubjectKind.allCases, deliveries)
+  func commitOrderEverySubscriptionSeesTheSameOrder(_ kind: EventSubjectKind, _ delivery: Delivery) {
+    let subject = kind.make()
+    let logs = (0..<3).map { _ in Recorder<Int>() }
+    let subscriptions = logs.map { log in subject.observe(on: delivery) { log.append($0) } }
+    let perThread = 300
+    #expect(onThreads { index in
+      for step in 0..<perThread { subject.send(index * 10_000 + step) }
+    })
+    let total = contentionThreads * perThread
+    for log in logs { #expect(log.wait(forCount: total)) }
+    let first = logs[0].values
+    for log in logs.dropFirst() { #expect(log.values == first) }
+    for sender in 0..<contentionThreads {
+      let own = first.filter { $0 / 10_000 == sender }
+      #expect(own == (0..<perThread).map { sender * 10_000 + $0 })
+    }
+    subscriptions.forEach { $0.cancel() }
+  }
+
+  @Test func commitOrderSubscribingWhileOthersWriteReplaysThenContinuesInOrder() {
+    let property = Property(0)
+    let orderly = Counter()
+    let subscribed = Counter()
+    let writing = Spawned {
+      for _ in 0..<2_000 { property.modify { $0 += 1 } }
+    }
+    #expect(onThreads { _ in
+      for _ in 0..<20 {
+        let seen = Recorder<Int>()
+        let subscription = property.observe { seen.append($0) }
+        let values = seen.values
+        if zip(values, values.dropFirst()).allSatisfy({ $0 + 1 == $1 }) { orderly.increment() }
+        subscribed.increment()
+        subscription.cancel()
+      }
+    })
+    #expect(writing.join())
+    #expect(orderly.value == subscribed.value)
+    #expect(property.value == 2_000)
+  }
+}

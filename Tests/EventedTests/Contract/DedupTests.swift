@@ -1,0 +1,84 @@
+// Promise 8: with duplicates skipped, a write equal to the current committed value
+// notifies nobody, and no subscription ever receives `(x, x)` as a change.
+
+import Dispatch
+import Testing
+
+@testable import Evented
+
+@Suite struct DedupContract {
+  static let deliveries: [Delivery] = [
+    .synchronous,
+    .queue(DispatchQueue(label: "dedup", attributes: .concurrent)),
+  ]
+
+  @Test(arguments: PropertySubjectKind.allCases, deliveries)
+  func dedupIsExactUnderConcurrentWrites(_ kind: PropertySubjectKind, _ delivery: Delivery) {
+    let subject = kind.make(0)
+    let changes = Recorder<Change<Int>>()
+    let values = Recorder<Int>()
+    let a = subject.observeChanges(on: delivery) { changes.append($0) }
+    let b = subject.observe(on: delivery) { values.append($0) }
+    #expect(onThreads { index in
+      var random = SplitMix(seed: index)
+      for step in 0..<400 {
+        if step % 3 == 0 {
+          subject.modify { $0 = ($0 + Int.random(in: 0..<2, using: &random)) % 3 }
+        } else {
+          subject.value = Int.random(in: 0..<3, using: &random)
+        }
+      }
+    })
+    let final = subject.value
+    #expect(values.wait { $0.last == final })
+    let seenValues = values.values
+    let seenChanges = changes.values
+    #expect(seenChanges.allSatisfy { $0.oldValue != $0.newValue })
+    #expect(zip(seenValues, seenValues.dropFirst()).allSatisfy { $0 != $1 })
+    #expect(zip(seenChanges, seenChanges.dropFirst()).allSatisfy { $0.newValue == $1.oldValue })
+    if let last = seenChanges.last { #expect(last.newValue == final) }
+    a.cancel()
+    b.cancel()
+  }
+
+  @Test(arguments: PropertySubjectKind.allCases)
+  func dedupIsExactAnEqualWriteNotifiesNobody(_ kind: PropertySubjectKind) {
+    let subject = kind.make(7)
+    let values = Recorder<Int>()
+    let changes = Recorder<Change<Int>>()
+    let a = subject.observe(on: .synchronous) { values.append($0) }
+    let b = subject.observeChanges(on: .synchronous) { changes.append($0) }
+    subject.value = 7
+    subject.modify { $0 = 7 }
+    subject.modify { $0 += 0 }
+    #expect(values.values == [7])
+    #expect(changes.values.isEmpty)
+    subject.value = 8
+    subject.value = 8
+    #expect(values.values == [7, 8])
+    #expect(changes.values == [Change(oldValue: 7, newValue: 8)])
+    a.cancel()
+    b.cancel()
+  }
+
+  @Test func dedupIsExactEqualityIsAgainstTheCommittedValueNotTheLastDelivered() {
+    // While 1 is being delivered, a handler writes 2 and then 1 again: the second
+    // write is compared with the committed 2, not with the 1 in flight, so it counts.
+    let property = Property(0)
+    let changes = Recorder<Change<Int>>()
+    let a = property.observeChanges { change in
+      changes.append(change)
+      if change.oldValue == 0 {
+        property.value = 2
+        property.value = 1
+        property.value = 1
+      }
+    }
+    property.value = 1
+    #expect(
+      changes.values == [
+        Change(oldValue: 0, newValue: 1), Change(oldValue: 1, newValue: 2), Change(oldValue: 2, newValue: 1),
+      ])
+    a.cancel()
+  }
+}

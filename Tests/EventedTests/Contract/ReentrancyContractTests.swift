@@ -1,0 +1,69 @@
+// Promise 5: inside a handler one may send, write, subscribe, cancel and read, on the
+// same source or another, without deadlock; a send made inside a handler is delivered
+// after the current pass, in order; a subscription added inside a handler does not
+// get the in-flight event; one cancelled inside a handler is not called again, not
+// even later in the same pass. The full matrix is in ReentrancyTests.swift.
+
+import Testing
+
+@testable import Evented
+
+@Suite struct ReentrancyContract {
+  @Test(arguments: EventSubjectKind.allCases)
+  func reentrancyWithoutDeadlockOrReordering(_ kind: EventSubjectKind) {
+    let subject = kind.make()
+    let log = Recorder<String>()
+    let counts = Recorder<Int>()
+    let late = SubscriptionBox()
+    let third = SubscriptionBox()
+    let finished = completesOnAnotherThread {
+      let a = subject.observe { event in
+        log.append("a\(event)")
+        if event == 1 { subject.send(2) }
+      }
+      let b = subject.observe { event in
+        log.append("b\(event)")
+        if event == 1 {
+          late.subscription = subject.observe { log.append("d\($0)") }
+          third.cancel()
+          counts.append(subject.observerCount)
+          subject.send(3)
+        }
+      }
+      third.subscription = subject.observe { log.append("c\($0)") }
+      subject.send(1)
+      a.cancel()
+      b.cancel()
+      late.cancel()
+    }
+    #expect(finished)
+    // c was cancelled by b before its turn for 1; d subscribed after 2 was committed.
+    #expect(log.values == ["a1", "b1", "a2", "b2", "a3", "b3", "d3"])
+    #expect(counts.values == [3])
+  }
+
+  @Test func reentrancyAcrossTwoSourcesOnTwoThreadsDoesNotDeadlock() {
+    let left = EventSource<Int>()
+    let right = EventSource<Int>()
+    let leftSeen = Counter()
+    let rightSeen = Counter()
+    let l = left.observe { event in
+      leftSeen.increment()
+      if event > 0 { right.send(-event) }
+    }
+    let r = right.observe { event in
+      rightSeen.increment()
+      if event > 0 { left.send(-event) }
+    }
+    #expect(onThreads { index in
+      for step in 1...300 {
+        if index % 2 == 0 { left.send(step) } else { right.send(step) }
+      }
+    })
+    let perSide = (contentionThreads / 2) * 300
+    #expect(leftSeen.wait(for: 2 * perSide))
+    #expect(rightSeen.wait(for: 2 * perSide))
+    l.cancel()
+    r.cancel()
+  }
+}

@@ -1,0 +1,107 @@
+// Promise 3: one subscription's handler never runs concurrently with itself, whether
+// events come from many threads at once, from a handler, or through a concurrent queue.
+
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import Evented
+
+/// Counts a handler's overlapping invocations.
+final class OverlapDetector: Sendable {
+  private let running = Atomic<Int>(0)
+  private let overlaps = Atomic<Int>(0)
+  private let calls = Atomic<Int>(0)
+
+  init() {}
+
+  /// Marks one invocation of the handler, running `work` in the middle of it.
+  func invocation(_ work: () -> Void = {}) {
+    if running.add(1, ordering: .acquiringAndReleasing).newValue != 1 {
+      overlaps.add(1, ordering: .relaxed)
+    }
+    work()
+    running.subtract(1, ordering: .acquiringAndReleasing)
+    calls.add(1, ordering: .acquiringAndReleasing)
+  }
+
+  var overlapCount: Int { overlaps.load(ordering: .relaxed) }
+  var callCount: Int { calls.load(ordering: .acquiring) }
+}
+
+/// Some work that gives another thread the time to enter the handler if it could.
+@inline(never)
+func spin(_ rounds: Int = 200) {
+  var x = 0
+  for i in 0..<rounds { x = x &+ i &* 31 }
+  _ = x
+}
+
+@Suite struct SerialDeliveryContract {
+  static let deliveries: [Delivery] = [
+    .synchronous,
+    .queue(DispatchQueue(label: "serial-delivery")),
+    .queue(DispatchQueue(label: "serial-delivery-concurrent", attributes: .concurrent)),
+  ]
+
+  @Test(arguments: EventSubjectKind.allCases, deliveries)
+  func serialDeliveryHandlerNeverRunsConcurrentlyWithItself(_ kind: EventSubjectKind, _ delivery: Delivery) {
+    let subject = kind.make()
+    let detectors = (0..<3).map { _ in OverlapDetector() }
+    let received = Counter()
+    let subscriptions = detectors.map { detector in
+      subject.observe(on: delivery) { _ in
+        detector.invocation { spin() }
+        received.increment()
+      }
+    }
+    let perThread = 250
+    #expect(onThreads { index in
+      for step in 0..<perThread { subject.send(index * perThread + step) }
+    })
+    let total = contentionThreads * perThread * detectors.count
+    #expect(received.wait(for: total))
+    for detector in detectors {
+      #expect(detector.overlapCount == 0)
+      #expect(detector.callCount == contentionThreads * perThread)
+    }
+    subscriptions.forEach { $0.cancel() }
+  }
+
+  @Test(arguments: deliveries)
+  func serialDeliveryHoldsForAPropertyWrittenFromManyThreads(_ delivery: Delivery) {
+    let property = Property(0)
+    let detector = OverlapDetector()
+    let last = Monitor(-1)
+    let subscription = property.observe(on: delivery) { value in
+      detector.invocation { spin() }
+      last.withLock { $0 = value }
+    }
+    #expect(onThreads { _ in
+      for _ in 0..<250 { property.modify { $0 += 1 } }
+    })
+    let final = contentionThreads * 250
+    #expect(last.wait { $0 == final })
+    #expect(detector.overlapCount == 0)
+    subscription.cancel()
+  }
+
+  @Test func serialDeliveryHoldsWhenAHandlerSendsWhileOthersSend() {
+    let source = EventSource<Int>()
+    let detector = OverlapDetector()
+    let received = Counter()
+    let subscription = source.observe { event in
+      detector.invocation {
+        if event >= 0 { source.send(-1) }
+        spin()
+      }
+      received.increment()
+    }
+    #expect(onThreads { index in
+      for step in 0..<200 { source.send(index * 200 + step) }
+    })
+    #expect(received.wait(for: 2 * contentionThreads * 200))
+    #expect(detector.overlapCount == 0)
+    subscription.cancel()
+  }
+}
