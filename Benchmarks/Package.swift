@@ -1,0 +1,24 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let package = Package(
+  name: "EventedBenchmarks",
+  platforms: [.macOS(.v15)],
+  products: [
+    .executable(name: "evented-bench", targets: ["EventedBench"])
+  ],
+  dependencies: [
+    .package(name: "Evented", path: ".."),
+    .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
+  ],
+  targets: [
+    .executableTarget(
+      name: "EventedBench",
+      dependencies: [
+        .product(name: "Evented", package: "Evented"),
+        .product(name: "OpenCombine", package: "OpenCombine"),
+      ]
+    )
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,102 @@
+// Memory per subscription (W6): each measurement runs in a fresh process, which
+// subscribes one million handlers and reports the growth of its resident set.
+
+import Evented
+import Foundation
+import Observation
+@preconcurrency import OpenCombine
+
+let memorySubscriptionCount = 1_000_000
+let memoryChildFlag = "--memory-child"
+
+/// Resident bytes of this process, from /proc/self/statm.
+func residentBytes() -> Int {
+  guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return -1 }
+  let fields = text.split(separator: " ")
+  guard fields.count > 1, let pages = Int(fields[1]) else { return -1 }
+  return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// Runs in the child process: subscribes `memorySubscriptionCount` handlers, each
+/// capturing one shared object and its own index (so each has its own closure context,
+/// as real handlers do), keeps every handle, and prints the resident bytes added per
+/// subscription.
+func memoryChild(_ peer: Peer) -> Int32 {
+  let count = memorySubscriptionCount
+  let sink = Sink()
+  var keep: [Any] = []
+  let before: Int
+  let after: Int
+  switch peer {
+  case .floor:
+    let source = FloorSource<Int>()
+    before = residentBytes()
+    let ids = (0..<count).map { i in source.subscribe { sink.add($0 &+ i) } }
+    after = residentBytes()
+    keep = [source, ids]
+  case .evented:
+    let source = EventSource<Int>()
+    before = residentBytes()
+    let subscriptions = (0..<count).map { i in source.observe { sink.add($0 &+ i) } }
+    after = residentBytes()
+    keep = [source, subscriptions]
+  case .openCombine:
+    let subject = PassthroughSubject<Int, Never>()
+    before = residentBytes()
+    let cancellables = (0..<count).map { i in subject.sink { sink.add($0 &+ i) } }
+    after = residentBytes()
+    keep = [subject, cancellables]
+  case .notificationCenter:
+    let center = NotificationCenter()
+    before = residentBytes()
+    let tokens = (0..<count).map { i in
+      center.addObserver(forName: benchNotification, object: nil, queue: nil) { sink.add(receivedValue($0) &+ i) }
+    }
+    after = residentBytes()
+    keep = [center, tokens]
+  case .observation:
+    let box = ObservedInt(0)
+    before = residentBytes()
+    for i in 0..<count {
+      withObservationTracking {
+        _ = box.value
+      } onChange: {
+        sink.add(i)
+      }
+    }
+    after = residentBytes()
+    keep = [box]
+  case .eventedActor, .asyncStream:
+    return 2
+  }
+  withExtendedLifetime(keep) {
+    print(Double(after - before) / Double(count))
+  }
+  return 0
+}
+
+/// Measures W6 once for `peer`, in a fresh process: bytes per subscription.
+func memoryRun(_ peer: Peer) -> Result<Double, Unavailable> {
+  switch peer {
+  case .eventedActor: return .failure(Unavailable(notBuilt))
+  case .asyncStream: return .failure(Unavailable("n/a (async only)"))
+  default: break
+  }
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+  process.arguments = [memoryChildFlag, peer.rawValue]
+  let pipe = Pipe()
+  process.standardOutput = pipe
+  do {
+    try process.run()
+  } catch {
+    return .failure(Unavailable("n/a (could not start: \(error))"))
+  }
+  let data = pipe.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+  guard process.terminationStatus == 0, let bytes = Double(text) else {
+    return .failure(Unavailable("n/a (child failed: \(process.terminationStatus))"))
+  }
+  return .success(bytes)
+}
