@@ -10,8 +10,9 @@ let package = Package(
   ],
   targets: [
     .target(name: "Evented"),
-    .executableTarget(name: "Stress", dependencies: ["Evented"], path: "Stress"),
-    .testTarget(name: "EventedTests", dependencies: ["Evented"]),
+    .target(name: "StressKit", dependencies: ["Evented"], path: "Stress/StressKit"),
+    .executableTarget(name: "Stress", dependencies: ["Evented", "StressKit"], path: "Stress", exclude: ["StressKit"]),
+    .testTarget(name: "EventedTests", dependencies: ["Evented", "StressKit"]),
   ],
   swiftLanguageModes: [.v6]
 )
