@@ -63,6 +63,8 @@ public enum StressSuite {
   static let scenarios: [Scenario] = [
     ownerChurn,
     cancelRace,
+    reentrancyStorm,
+    writers,
     asyncConsumers,
     actorsAndArrays,
   ]
