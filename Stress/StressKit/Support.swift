@@ -216,12 +216,8 @@ private final class ThreadBody {
 }
 
 /// A started pthread; `join()` waits for it.
-struct StartedThread {
-  #if canImport(Darwin)
-    private let thread: pthread_t
-  #else
-    private let thread: pthread_t
-  #endif
+struct StartedThread: Sendable {
+  private let thread: pthread_t
 
   init(_ body: @escaping @Sendable () -> Void) {
     let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()

@@ -25,6 +25,7 @@ final class Watchdog: Sendable {
   private let watched = Guarded(Watched())
   private let runIDs = Atomic<Int>(0)
   private let finished = Atomic<Bool>(false)
+  private let thread = Guarded<StartedThread?>(nil)
 
   private init(seconds: Double, output: Output) {
     limit = UInt64(seconds * 1e9)
@@ -34,7 +35,8 @@ final class Watchdog: Sendable {
   /// Starts a watchdog thread; `finish()` ends it.
   static func start(seconds: Double, output: Output) -> Watchdog {
     let dog = Watchdog(seconds: seconds, output: output)
-    _ = StartedThread { dog.loop() }
+    let thread = StartedThread { dog.loop() }
+    dog.thread.withLock { $0 = thread }
     return dog
   }
 
@@ -42,9 +44,10 @@ final class Watchdog: Sendable {
     runIDs.wrappingAdd(1, ordering: .relaxed).newValue + Int(now() % 1_000_000) * 1_000
   }
 
-  /// Ends the watchdog thread.
+  /// Ends the watchdog thread and waits for it.
   func finish() {
     finished.store(true, ordering: .relaxed)
+    thread.withLock { $0.take() }?.join()
   }
 
   /// Starts watching `run`; nil stops watching.

@@ -308,6 +308,10 @@ let reentrancyStorm = Scenario(
       }
       if counted != live { run.violation("observerCount per source is \(counted), live subscriptions \(live)") }
     }
+    // One more commit to each property, so that every change subscription has one to end on.
+    for property in storm.properties {
+      property.modify { $0 = StormValue(commit: $0.commit + 1, depth: 3) }
+    }
     for (_, watcher) in entries where watcher.isLive && watcher.source >= Storm.eventSources {
       let value = storm.properties[watcher.source - Storm.eventSources].value.commit
       let converged = run.eventually { watcher.last.load(ordering: .acquiring) == value }

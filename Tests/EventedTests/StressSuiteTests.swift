@@ -1,0 +1,77 @@
+import Foundation
+import StressKit
+import Testing
+
+/// The stress suite must pass on the real runtime and fail on each planted bug.
+///
+/// Planted bugs are process-wide switches, so the runs with a planted bug use the
+/// `evented-stress` executable in a child process: a bug planted inside this test
+/// process would also break unrelated tests running in parallel. The suite runs its
+/// tests one at a time so that each child process gets the machine's cores.
+@Suite(.serialized) struct StressSuiteTests {
+  @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() {
+    var options = StressOptions()
+    options.seconds = 4
+    options.threads = 8
+    options.printsReport = false
+    let reports = StressSuite.run(options)
+    #expect(reports.contains { $0.skipped == nil })
+    for report in reports where report.skipped == nil {
+      #expect(report.violations == 0, "\(report.name): \(report.messages.joined(separator: "; "))")
+      #expect(report.operations > 0, "\(report.name) did nothing")
+    }
+  }
+
+  @Test(arguments: [
+    ("deliverOutOfOrder", "writers"),
+    ("deliverOutOfOrder", "reentrancy-storm"),
+    ("keepDeadOwners", "owner-churn"),
+    ("cancelDoesNotWait", "cancel-race"),
+  ])
+  func scenarioFailsWithPlantedBug(bug: String, scenario: String) throws {
+    let executable = try #require(
+      StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
+    let (status, output) = try StressExecutable.run(
+      executable, ["--seconds", "2", "--threads", "8", "--scenario", scenario, "--plant", bug])
+    #expect(status == 1, "exit status \(status); output:\n\(output)")
+    let line = try #require(output.split(separator: "\n").first { $0.hasPrefix(scenario + " ") }, "\(output)")
+    let violations = line.split(separator: " ").drop { $0 != "violations" }.dropFirst().first.flatMap { Int($0) }
+    #expect((violations ?? 0) > 0, "\(line)")
+  }
+
+  @Test func executableReportsEachScenarioAndExitsZeroWhenAllHold() throws {
+    let executable = try #require(StressExecutable.url)
+    let (status, output) = try StressExecutable.run(executable, ["--seconds", "1", "--scenario", "cancel-race"])
+    #expect(status == 0, "\(output)")
+    #expect(output.contains("cancel-race "))
+    #expect(output.contains("summary: 1 passed, 0 failed"))
+  }
+}
+
+/// Finds and runs the `evented-stress` executable built beside the tests.
+enum StressExecutable {
+  static let url: URL? = {
+    var folders: [URL] = []
+    // Linux: the test runner is an executable in the products folder.
+    folders.append(URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent())
+    // Darwin: the products folder holds the .xctest bundle.
+    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+      folders.append(bundle.bundleURL.deletingLastPathComponent())
+    }
+    return folders.map { $0.appendingPathComponent("evented-stress") }
+      .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+  }()
+
+  /// Runs `executable` with `arguments`; returns its exit status and standard output.
+  static func run(_ executable: URL, _ arguments: [String]) throws -> (Int32, String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  }
+}
