@@ -30,9 +30,12 @@ import Testing
       }
     })
     let final = subject.value
-    #expect(values.wait { $0.last == final })
-    let seenValues = values.values
-    let seenChanges = changes.values
+    // A last, distinct write marks the end of the deliveries on the queue.
+    subject.value = 99
+    #expect(values.wait { $0.last == 99 })
+    #expect(changes.wait { $0.last?.newValue == 99 })
+    let seenValues = values.values.dropLast()
+    let seenChanges = Array(changes.values.dropLast())
     #expect(seenChanges.allSatisfy { $0.oldValue != $0.newValue })
     #expect(zip(seenValues, seenValues.dropFirst()).allSatisfy { $0 != $1 })
     #expect(zip(seenChanges, seenChanges.dropFirst()).allSatisfy { $0.newValue == $1.oldValue })
