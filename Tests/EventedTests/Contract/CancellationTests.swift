@@ -57,11 +57,14 @@ import Testing
     let subject = kind.make()
     let cancelled = Atomic<Bool>(false)
     let lateStarts = Atomic<Int>(0)
+    let lateFinishes = Atomic<Int>(0)
     let started = Counter()
     let subscription = subject.observe(on: delivery) { _ in
       if cancelled.load(ordering: .acquiring) { lateStarts.add(1, ordering: .relaxed) }
       started.increment()
-      spin()
+      spin(2_000)
+      // A cancel that returned while this ran would have set the flag already.
+      if cancelled.load(ordering: .acquiring) { lateFinishes.add(1, ordering: .relaxed) }
     }
     let stop = Atomic<Bool>(false)
     let sends = Atomic<Int>(0)
@@ -84,6 +87,7 @@ import Testing
     stop.store(true, ordering: .relaxed)
     for sender in senders { #expect(sender.join()) }
     #expect(lateStarts.load(ordering: .relaxed) == 0)
+    #expect(lateFinishes.load(ordering: .relaxed) == 0)
     #expect(started.value == afterCancel)
   }
 

@@ -21,8 +21,15 @@ import Testing
     let subject = kind.make(0)
     let values = Recorder<Int>()
     let changes = Recorder<Change<Int>>()
-    let a = subject.observe(on: delivery) { values.append($0) }
-    let b = subject.observeChanges(on: delivery) { changes.append($0) }
+    // The handlers take a little time, so that commits queue up behind a delivery.
+    let a = subject.observe(on: delivery) {
+      values.append($0)
+      spin()
+    }
+    let b = subject.observeChanges(on: delivery) {
+      changes.append($0)
+      spin()
+    }
     let perThread = 300
     #expect(onThreads { _ in
       for _ in 0..<perThread { subject.modify { $0 += 1 } }
@@ -66,7 +73,12 @@ import Testing
   func commitOrderEverySubscriptionSeesTheSameOrder(_ kind: EventSubjectKind, _ delivery: Delivery) {
     let subject = kind.make()
     let logs = (0..<3).map { _ in Recorder<Int>() }
-    let subscriptions = logs.map { log in subject.observe(on: delivery) { log.append($0) } }
+    let subscriptions = logs.map { log in
+      subject.observe(on: delivery) {
+        log.append($0)
+        spin()
+      }
+    }
     let perThread = 300
     #expect(onThreads { index in
       for step in 0..<perThread { subject.send(index * 10_000 + step) }
