@@ -76,14 +76,15 @@ private final class MarkedQueue: Sendable {
         log.append(event)
       }
     }
-    #expect(onThreads { index in
-      for step in 0..<200 { source.send(index * 1_000 + step) }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<200 { source.send(index * 1_000 + step) }
+      })
     for log in logs { #expect(log.wait(forCount: 4 * 200)) }
     for detector in detectors { #expect(detector.overlapCount == 0) }
     let first = logs[0].values
     for log in logs.dropFirst() { #expect(log.values == first) }
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test func propertyOnAQueueDeliversTheCurrentValueThenChangesOnThatQueue() {

@@ -113,9 +113,10 @@ import Testing
       let calls = Counter()
       let once = source.observeOnce(with: owner) { _, _ in calls.increment() }
       let plain = source.observeOnce { _ in calls.increment() }
-      #expect(onThreads { index in
-        for step in 0..<20 { source.send(round * 1_000 + index * 20 + step) }
-      })
+      #expect(
+        onThreads { index in
+          for step in 0..<20 { source.send(round * 1_000 + index * 20 + step) }
+        })
       #expect(calls.value == 2)
       #expect(!once.isActive && !plain.isActive)
     }

@@ -26,17 +26,19 @@ private final class Unguarded: @unchecked Sendable {
   @Test(.enabled(if: ProcessInfo.processInfo.environment["EVENTED_PLANTED_RACE"] == "1"))
   func plantedRaceIsReportedByThreadSanitizer() {
     let shared = Unguarded()
-    #expect(onThreads(2) { _ in
-      for _ in 0..<10_000 { shared.value += 1 }
-    })
+    #expect(
+      onThreads(2) { _ in
+        for _ in 0..<10_000 { shared.value += 1 }
+      })
     #expect(shared.value > 0)
   }
 
   @Test func theSameAccessesThroughLockAreRaceFree() {
     let lock = Lock.make(0)
-    #expect(onThreads { _ in
-      for _ in 0..<10_000 { lock.withLock { $0 += 1 } }
-    })
+    #expect(
+      onThreads { _ in
+        for _ in 0..<10_000 { lock.withLock { $0 += 1 } }
+      })
     #expect(lock.withLock { $0 } == contentionThreads * 10_000)
   }
 

@@ -7,7 +7,9 @@ import Testing
 @testable import Evented
 
 /// Runs `scenario` on another thread; fails the test if it does not return.
-private func withoutDeadlock(_ scenario: @escaping @Sendable () -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+private func withoutDeadlock(
+  _ scenario: @escaping @Sendable () -> Void, sourceLocation: SourceLocation = #_sourceLocation
+) {
   #expect(completesOnAnotherThread(scenario), "deadlocked", sourceLocation: sourceLocation)
 }
 
@@ -25,7 +27,7 @@ private func withoutDeadlock(_ scenario: @escaping @Sendable () -> Void, sourceL
         }
       }
       source.send(1)
-      subscriptions.forEach { $0.cancel() }
+      for subscription in subscriptions { subscription.cancel() }
     }
     #expect(log.values == ["a1", "b1", "c1", "a2", "b2", "c2", "a3", "b3", "c3"])
   }

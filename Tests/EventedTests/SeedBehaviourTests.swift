@@ -2,9 +2,8 @@
 // them, written with Evented's names. Collection properties belong to ArrayProperty and
 // are not covered here.
 
-import Testing
-
 import Evented
+import Testing
 
 @Suite struct SeedBehaviourTests {
   // MARK: HIPEventedProperty

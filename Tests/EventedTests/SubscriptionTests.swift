@@ -189,21 +189,22 @@ private func slotCount<Value>(_ property: Property<Value>) -> Int {
     let property = Property(0)
     let live = LiveCount()
     let kept = Recorder<Owner>()
-    #expect(onThreads { index in
-      for step in 0..<500 {
-        let owner = Tracked(live, id: step)
-        source.observe(with: owner) { owner, _ in _ = owner.id }
-        property.observe(with: owner) { owner, _ in _ = owner.id }
-        if step % 50 == 0 {
-          let keeper = Owner()
-          kept.append(keeper)
-          source.observe(with: keeper) { _, _ in }
-          property.observeChanges(with: keeper) { _, _ in }
+    #expect(
+      onThreads { index in
+        for step in 0..<500 {
+          let owner = Tracked(live, id: step)
+          source.observe(with: owner) { owner, _ in _ = owner.id }
+          property.observe(with: owner) { owner, _ in _ = owner.id }
+          if step % 50 == 0 {
+            let keeper = Owner()
+            kept.append(keeper)
+            source.observe(with: keeper) { _, _ in }
+            property.observeChanges(with: keeper) { _, _ in }
+          }
+          if step % 7 == 0 { source.send(index) }
+          if step % 11 == 0 { property.value = step }
         }
-        if step % 7 == 0 { source.send(index) }
-        if step % 11 == 0 { property.value = step }
-      }
-    })
+      })
     #expect(live.value == 0)
     #expect(source.observerCount == kept.count)
     #expect(property.observerCount == kept.count)

@@ -130,12 +130,48 @@ import Testing
     }
     // With queue delivery the queue may hold the owner a moment after the handler.
     #expect(eventually { ownerGone.load(ordering: .acquiring) })
-    #expect(onThreads { index in
-      for step in 0..<200 { subject.send(index * 1_000 + step) }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<200 { subject.send(index * 1_000 + step) }
+      })
     #expect(lateStarts.load(ordering: .relaxed) == 0)
     #expect(started.value == 1)
     #expect(subject.observerCount == 0)
+  }
+
+  /// Each handler cancels the other while both run, on two threads: waiting would be a
+  /// cycle, which Evented breaks by returning; neither handler runs again.
+  @Test func cancellationIsFinalWhenTwoRunningHandlersCancelEachOther() {
+    let left = EventSource<Int>()
+    let right = EventSource<Int>()
+    let onLeft = SubscriptionBox()
+    let onRight = SubscriptionBox()
+    let leftRunning = Gate()
+    let rightRunning = Gate()
+    let calls = Counter()
+    onLeft.subscription = left.observe { _ in
+      calls.increment()
+      leftRunning.open()
+      rightRunning.wait()
+      onRight.cancel()
+    }
+    onRight.subscription = right.observe { _ in
+      calls.increment()
+      rightRunning.open()
+      leftRunning.wait()
+      onLeft.cancel()
+    }
+    let leftSender = Spawned { left.send(1) }
+    let rightSender = Spawned { right.send(1) }
+    #expect(leftSender.join())
+    #expect(rightSender.join())
+    left.send(2)
+    right.send(2)
+    #expect(calls.value == 2)
+    #expect(onLeft.subscription?.isActive == false)
+    #expect(onRight.subscription?.isActive == false)
+    #expect(left.observerCount == 0)
+    #expect(right.observerCount == 0)
   }
 
   @Test func cancellationIsFinalOnTheDeliveryQueueWithoutWaiting() {

@@ -31,9 +31,10 @@ import Testing
       spin()
     }
     let perThread = 300
-    #expect(onThreads { _ in
-      for _ in 0..<perThread { subject.modify { $0 += 1 } }
-    })
+    #expect(
+      onThreads { _ in
+        for _ in 0..<perThread { subject.modify { $0 += 1 } }
+      })
     let final = contentionThreads * perThread
     #expect(subject.value == final)
     #expect(values.wait { $0.last == final })
@@ -53,10 +54,11 @@ import Testing
     let changes = Recorder<Change<Int>>()
     var subscriptions = latest.map { last in subject.observe(on: delivery) { value in last.withLock { $0 = value } } }
     subscriptions.append(subject.observeChanges(on: delivery) { changes.append($0) })
-    #expect(onThreads { index in
-      var random = SplitMix(seed: index)
-      for _ in 0..<300 { subject.value = Int.random(in: 0..<1_000, using: &random) }
-    })
+    #expect(
+      onThreads { index in
+        var random = SplitMix(seed: index)
+        for _ in 0..<300 { subject.value = Int.random(in: 0..<1_000, using: &random) }
+      })
     let final = subject.value
     for last in latest {
       #expect(last.wait { $0 == final })
@@ -64,7 +66,7 @@ import Testing
     #expect(changes.wait { $0.last?.newValue == final })
     let seen = changes.values
     #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.newValue == $1.oldValue })
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   /// Events from many threads: each sender's events arrive in the order it sent them,
@@ -80,9 +82,10 @@ import Testing
       }
     }
     let perThread = 300
-    #expect(onThreads { index in
-      for step in 0..<perThread { subject.send(index * 10_000 + step) }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<perThread { subject.send(index * 10_000 + step) }
+      })
     let total = contentionThreads * perThread
     for log in logs { #expect(log.wait(forCount: total)) }
     let first = logs[0].values
@@ -91,7 +94,7 @@ import Testing
       let own = first.filter { $0 / 10_000 == sender }
       #expect(own == (0..<perThread).map { sender * 10_000 + $0 })
     }
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test func commitOrderSubscribingWhileOthersWriteReplaysThenContinuesInOrder() {
@@ -101,16 +104,17 @@ import Testing
     let writing = Spawned {
       for _ in 0..<2_000 { property.modify { $0 += 1 } }
     }
-    #expect(onThreads { _ in
-      for _ in 0..<20 {
-        let seen = Recorder<Int>()
-        let subscription = property.observe { seen.append($0) }
-        let values = seen.values
-        if zip(values, values.dropFirst()).allSatisfy({ $0 + 1 == $1 }) { orderly.increment() }
-        subscribed.increment()
-        subscription.cancel()
-      }
-    })
+    #expect(
+      onThreads { _ in
+        for _ in 0..<20 {
+          let seen = Recorder<Int>()
+          let subscription = property.observe { seen.append($0) }
+          let values = seen.values
+          if zip(values, values.dropFirst()).allSatisfy({ $0 + 1 == $1 }) { orderly.increment() }
+          subscribed.increment()
+          subscription.cancel()
+        }
+      })
     #expect(writing.join())
     #expect(orderly.value == subscribed.value)
     #expect(property.value == 2_000)

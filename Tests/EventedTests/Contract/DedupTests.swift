@@ -19,16 +19,17 @@ import Testing
     let values = Recorder<Int>()
     let a = subject.observeChanges(on: delivery) { changes.append($0) }
     let b = subject.observe(on: delivery) { values.append($0) }
-    #expect(onThreads { index in
-      var random = SplitMix(seed: index)
-      for step in 0..<400 {
-        if step % 3 == 0 {
-          subject.modify { $0 = ($0 + Int.random(in: 0..<2, using: &random)) % 3 }
-        } else {
-          subject.value = Int.random(in: 0..<3, using: &random)
+    #expect(
+      onThreads { index in
+        var random = SplitMix(seed: index)
+        for step in 0..<400 {
+          if step % 3 == 0 {
+            subject.modify { $0 = ($0 + Int.random(in: 0..<2, using: &random)) % 3 }
+          } else {
+            subject.value = Int.random(in: 0..<3, using: &random)
+          }
         }
-      }
-    })
+      })
     let final = subject.value
     // A last, distinct write marks the end of the deliveries on the queue.
     subject.value = 99

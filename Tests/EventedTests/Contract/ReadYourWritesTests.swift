@@ -16,13 +16,14 @@ import Testing
     let subscription = subject.observeChanges(on: .synchronous) { committed.append($0.newValue) }
     let pairs = Recorder<(written: Int, read: Int)>()
     let perThread = 300
-    #expect(onThreads { index in
-      for step in 0..<perThread {
-        let written = index * 10_000 + step
-        subject.value = written
-        pairs.append((written, subject.value))
-      }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<perThread {
+          let written = index * 10_000 + step
+          subject.value = written
+          pairs.append((written, subject.value))
+        }
+      })
     let order = committed.values
     #expect(order.count == contentionThreads * perThread)
     var position: [Int: Int] = [:]
@@ -42,15 +43,16 @@ import Testing
     let changes = Recorder<Change<Int>>()
     let subscription = subject.observeChanges(on: .synchronous) { changes.append($0) }
     let perThread = 500
-    #expect(onThreads { _ in
-      for _ in 0..<perThread {
-        let before = subject.modify { value -> Int in
-          defer { value += 1 }
-          return value
+    #expect(
+      onThreads { _ in
+        for _ in 0..<perThread {
+          let before = subject.modify { value -> Int in
+            defer { value += 1 }
+            return value
+          }
+          precondition(before >= 0)
         }
-        precondition(before >= 0)
-      }
-    })
+      })
     let total = contentionThreads * perThread
     #expect(subject.value == total)
     let seen = changes.values

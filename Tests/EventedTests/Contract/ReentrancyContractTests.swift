@@ -55,11 +55,12 @@ import Testing
       rightSeen.increment()
       if event > 0 { left.send(-event) }
     }
-    #expect(onThreads { index in
-      for step in 1...300 {
-        if index % 2 == 0 { left.send(step) } else { right.send(step) }
-      }
-    })
+    #expect(
+      onThreads { index in
+        for step in 1...300 {
+          if index % 2 == 0 { left.send(step) } else { right.send(step) }
+        }
+      })
     let perSide = (contentionThreads / 2) * 300
     #expect(leftSeen.wait(for: 2 * perSide))
     #expect(rightSeen.wait(for: 2 * perSide))

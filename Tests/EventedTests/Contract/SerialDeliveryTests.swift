@@ -56,16 +56,17 @@ func spin(_ rounds: Int = 200) {
       }
     }
     let perThread = 250
-    #expect(onThreads { index in
-      for step in 0..<perThread { subject.send(index * perThread + step) }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<perThread { subject.send(index * perThread + step) }
+      })
     let total = contentionThreads * perThread * detectors.count
     #expect(received.wait(for: total))
     for detector in detectors {
       #expect(detector.overlapCount == 0)
       #expect(detector.callCount == contentionThreads * perThread)
     }
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test(arguments: deliveries)
@@ -77,9 +78,10 @@ func spin(_ rounds: Int = 200) {
       detector.invocation { spin() }
       last.withLock { $0 = value }
     }
-    #expect(onThreads { _ in
-      for _ in 0..<250 { property.modify { $0 += 1 } }
-    })
+    #expect(
+      onThreads { _ in
+        for _ in 0..<250 { property.modify { $0 += 1 } }
+      })
     let final = contentionThreads * 250
     #expect(last.wait { $0 == final })
     #expect(detector.overlapCount == 0)
@@ -97,9 +99,10 @@ func spin(_ rounds: Int = 200) {
       }
       received.increment()
     }
-    #expect(onThreads { index in
-      for step in 0..<200 { source.send(index * 200 + step) }
-    })
+    #expect(
+      onThreads { index in
+        for step in 0..<200 { source.send(index * 200 + step) }
+      })
     #expect(received.wait(for: 2 * contentionThreads * 200))
     #expect(detector.overlapCount == 0)
     subscription.cancel()

@@ -37,7 +37,7 @@ import Testing
           if set.count > 8 { set.removeAll() }
         }
       }
-      kept.forEach { $0.cancel() }
+      for subscription in kept { subscription.cancel() }
     }
     #expect(finished)
     #expect(subject.observerCount == 0)
@@ -93,7 +93,8 @@ import Testing
         case 3: property.observe { _ in delivered.add(1, ordering: .relaxed) }.store(in: &kept)
         case 4: property.observeChanges(with: owner) { _, _ in delivered.add(1, ordering: .relaxed) }
         case 5: property.observe(\.left, with: owner) { _, _ in delivered.add(1, ordering: .relaxed) }
-        case 6: property.readOnly.observe(on: .queue(queue)) { _ in delivered.add(1, ordering: .relaxed) }.store(in: &kept)
+        case 6:
+          property.readOnly.observe(on: .queue(queue)) { _ in delivered.add(1, ordering: .relaxed) }.store(in: &kept)
         case 7: _ = property.observerCount
         default: kept.removeAll()
         }

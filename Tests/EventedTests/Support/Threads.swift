@@ -45,7 +45,9 @@ func completesOnAnotherThread(timeout: Duration = generousTimeout, _ body: @esca
 ///
 /// - Returns: false if they did not all return within `timeout`.
 @discardableResult
-func onThreads(_ count: Int = contentionThreads, timeout: Duration = generousTimeout, _ body: @escaping @Sendable (Int) -> Void) -> Bool {
+func onThreads(
+  _ count: Int = contentionThreads, timeout: Duration = generousTimeout, _ body: @escaping @Sendable (Int) -> Void
+) -> Bool {
   let start = Gate()
   let threads = (0..<count).map { index in
     Spawned {
