@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import Evented
@@ -122,6 +123,26 @@ import Testing
     }
   }
 
+  @Test func observeOnceOnAQueueIsOnceUnderConcurrentSends() {
+    let queue = DispatchQueue(label: "once", attributes: .concurrent)
+    for round in 0..<20 {
+      let source = EventSource<Int>()
+      let owner = Owner()
+      let calls = Counter()
+      let once = source.observeOnce(with: owner, on: .queue(queue)) { _, _ in calls.increment() }
+      #expect(
+        onThreads { index in
+          for step in 0..<20 { source.send(round * 1_000 + index * 20 + step) }
+        })
+      #expect(calls.wait(for: 1))
+      let drained = Gate()
+      queue.async(flags: .barrier) { drained.open() }
+      #expect(drained.wait())
+      #expect(calls.value == 1)
+      #expect(!once.isActive)
+    }
+  }
+
   @Test func observeOnceDoesNotFireWhenTheOwnerIsGone() {
     let source = EventSource<Int>()
     let seen = Recorder<Int>()
@@ -156,6 +177,34 @@ import Testing
     source.send(2)
     #expect(seen.values == [2])
     c.cancel()
+  }
+
+  @Test func removeAllObserversWaitsForAHandlerRunningOnAnotherThread() {
+    let source = EventSource<Int>()
+    let log = Recorder<String>()
+    let entered = Gate()
+    let release = Gate()
+    let owner = Owner()
+    source.observe(with: owner) { _, event in
+      log.append("start \(event)")
+      entered.open()
+      release.wait()
+      log.append("finish \(event)")
+    }
+    let sender = Spawned { source.send(1) }
+    #expect(entered.wait())
+    let remover = Spawned {
+      source.removeAllObservers()
+      log.append("removed")
+    }
+    // Bounded chance for a remover that does not wait to show itself; the verdict is
+    // the order of the log.
+    #expect(!remover.join(timeout: .milliseconds(100)))
+    release.open()
+    #expect(remover.join())
+    #expect(sender.join())
+    source.send(2)
+    #expect(log.values == ["start 1", "finish 1", "removed"])
   }
 
   @Test func observerCountCountsSubscriptionsWithLiveOwners() {
