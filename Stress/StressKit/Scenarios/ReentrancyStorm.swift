@@ -19,7 +19,9 @@
 // - inside a handler, `value` is at least the value being delivered; after a `modify`
 //   returns, its thread reads that commit or a later one;
 // - at every checkpoint (handlers calmed, queues drained): `observerCount` equals the
-//   live subscriptions of each source, and every property subscription ended on `value`.
+//   live subscriptions of each source, and every property subscription ended on `value`;
+// - at the end, once everything is cancelled, every handler has been released (each
+//   captures a watcher object, and every watcher must be deinitialized).
 
 import Dispatch
 import Evented
@@ -62,6 +64,9 @@ final class Storm: Sendable {
   let calm = Atomic<Bool>(false)
   /// Handlers running now.
   let running = Atomic<Int>(0)
+  /// Watchers made and deinitialized; each is captured by its handler only.
+  let watchersMade = Atomic<Int>(0)
+  let watchersFreed = Atomic<Int>(0)
 
   init(run: ScenarioRun) {
     self.run = run
@@ -200,6 +205,11 @@ final class StormWatcher: Watcher, @unchecked Sendable {
     self.onQueue = onQueue
     self.isOnce = isOnce
     super.init(run: storm.run, label: "storm subscription to source \(source)")
+    storm.watchersMade.wrappingAdd(1, ordering: .relaxed)
+  }
+
+  deinit {
+    storm.watchersFreed.wrappingAdd(1, ordering: .relaxed)
   }
 
   /// Whether `observerCount` should count it.
@@ -288,9 +298,10 @@ let reentrancyStorm = Scenario(
 ) { run in
   let storm = Storm(run: run)
 
-  func checkpoint() {
+  /// At the end, handlers stay calm, so that none subscribes while everything is cancelled.
+  func checkpoint(final: Bool) {
     storm.calm.store(true, ordering: .relaxed)
-    defer { storm.calm.store(false, ordering: .relaxed) }
+    defer { if !final { storm.calm.store(false, ordering: .relaxed) } }
     // Let queued handlers finish; calm handlers start nothing new.
     var quiet = 0
     _ = run.eventually(within: 5) {
@@ -324,7 +335,7 @@ let reentrancyStorm = Scenario(
     }
   }
 
-  run.work(workers: run.threads, round: 1_000_000_000, checkpoint: { checkpoint() }) { worker in
+  run.work(workers: run.threads, round: 1_000_000_000, checkpoint: { checkpoint(final: false) }) { worker in
     let thread = worker.thread
     while worker.proceed() {
       let roll = thread.random.below(100)
@@ -339,7 +350,7 @@ let reentrancyStorm = Scenario(
       }
     }
   }
-  checkpoint()
+  checkpoint(final: true)
   // Cancel everything; then nothing may be left.
   let thread = ThreadState.current
   for slot in 0..<Storm.slotCount {
@@ -352,4 +363,13 @@ let reentrancyStorm = Scenario(
   }
   let left = storm.events.map(\.observerCount) + storm.properties.map(\.observerCount)
   if left.contains(where: { $0 != 0 }) { run.violation("subscriptions left after all were cancelled: \(left)") }
+  // Every handler, and the watcher it captures, must be released once cancelled.
+  let released = run.eventually {
+    storm.watchersMade.load(ordering: .relaxed) == storm.watchersFreed.load(ordering: .relaxed)
+  }
+  if !released {
+    let kept = storm.watchersMade.load(ordering: .relaxed) - storm.watchersFreed.load(ordering: .relaxed)
+    run.violation(
+      "\(kept) handlers were never released after their subscriptions were cancelled (their captures leak)")
+  }
 }
