@@ -79,10 +79,14 @@ func concurrentSendBench(_ peer: Peer) -> Result<Bench, Unavailable> {
 
 let asyncValueCount = 1_000_000
 
-/// Counts what a consumer task received.
+/// Counts what a consumer task received, and the samples whose consumer never ended.
 final class Received: Sendable {
   let count = Atomic<Int>(0)
+  let stalls = Atomic<Int>(0)
 }
+
+/// How long a consumer may take to see the end of one sample before it counts as stalled.
+let stallTimeout = 60.0
 
 /// An `Observable` integer that may be written from any thread: a `Mutex` around the
 /// storage, with the registrar called as the `@Observable` macro would.
@@ -119,14 +123,19 @@ func asyncSample(
   let ready = DispatchSemaphore(value: 0)
   let done = DispatchSemaphore(value: 0)
   return measureProcess {
-    Task.detached {
+    let consumer = Task.detached {
       let count = await consume { ready.signal() }
       received.count.store(count, ordering: .releasing)
       done.signal()
     }
     ready.wait()
     Thread { produce() }.start()
-    done.wait()
+    if done.wait(timeout: .now() + stallTimeout) == .timedOut {
+      // The end of the sequence never arrived: count everything as lost.
+      received.stalls.add(1, ordering: .relaxed)
+      received.count.store(0, ordering: .releasing)
+      consumer.cancel()
+    }
   }
 }
 
@@ -138,7 +147,11 @@ func asyncBench(_ peer: Peer) -> Result<Bench, Unavailable> {
   func bench(_ measure: @escaping (Int) -> Sample) -> Bench {
     Bench(
       measure: measure, fixedCount: total,
-      lost: { total - received.count.load(ordering: .acquiring) })
+      lost: { total - received.count.load(ordering: .acquiring) }, maxRepetitions: 5,
+      note: {
+        let stalls = received.stalls.load(ordering: .relaxed)
+        return stalls == 0 ? nil : "\(stalls) sample(s) never ended (\(Int(stallTimeout)) s timeout)"
+      })
   }
   switch peer {
   case .asyncStream:

@@ -81,6 +81,10 @@ struct Bench {
   var deliveriesPerOperation = 0
   /// Values lost by the last sample, for async rows.
   var lost: (() -> Int)?
+  /// At most this many measured repetitions (for rows whose samples are long).
+  var maxRepetitions: Int?
+  /// Something to report about the samples taken (a stalled consumer).
+  var note: (() -> String?)?
   /// Keeps the peer's objects alive until the workload ends.
   var keepAlive: [Any] = []
 
@@ -160,8 +164,8 @@ func runInterleaved(_ benches: [(key: Int, bench: Bench)], options: HarnessOptio
   var walls: [Int: [Double]] = [:]
   var cpus: [Int: [Double]] = [:]
   var lost: [Int: Int] = [:]
-  for _ in 0..<options.repetitions {
-    for (key, bench) in benches {
+  for repetition in 0..<options.repetitions {
+    for (key, bench) in benches where repetition < bench.maxRepetitions ?? Int.max {
       let n = counts[key]!
       let sample = bench.measure(n)
       walls[key, default: []].append(Double(sample.wall) / Double(n))
@@ -170,10 +174,11 @@ func runInterleaved(_ benches: [(key: Int, bench: Bench)], options: HarnessOptio
     }
   }
   var result: [Int: Measured] = [:]
-  for (key, _) in benches {
+  for (key, bench) in benches {
+    let notes = [warnings[key], bench.note?()].compactMap { $0 }
     result[key] = Measured(
       wall: median(walls[key]!), cpu: median(cpus[key]!), operationsPerSample: counts[key]!,
-      samples: options.repetitions, lost: lost[key], warning: warnings[key])
+      samples: walls[key]!.count, lost: lost[key], warning: notes.isEmpty ? nil : notes.joined(separator: "; "))
   }
   return result
 }
