@@ -223,18 +223,22 @@ struct StartedThread: Sendable {
     let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     #if canImport(Darwin)
       var thread: pthread_t?
-      let status = pthread_create(&thread, nil, { raw in
-        Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().body()
-        return nil
-      }, box)
+      let status = pthread_create(
+        &thread, nil,
+        { raw in
+          Unmanaged<ThreadBody>.fromOpaque(raw).takeRetainedValue().body()
+          return nil
+        }, box)
       precondition(status == 0, "pthread_create failed: \(status)")
       self.thread = thread!
     #else
       var thread = pthread_t()
-      let status = pthread_create(&thread, nil, { raw in
-        Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().body()
-        return nil
-      }, box)
+      let status = pthread_create(
+        &thread, nil,
+        { raw in
+          Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().body()
+          return nil
+        }, box)
       precondition(status == 0, "pthread_create failed: \(status)")
       self.thread = thread
     #endif

@@ -94,7 +94,9 @@ final class Watchdog: Sendable {
     }
   }
 
-  private func stall(_ run: ScenarioRun, states: [ThreadState], counts: [Int: (count: Int, moved: UInt64)], since: UInt64) {
+  private func stall(
+    _ run: ScenarioRun, states: [ThreadState], counts: [Int: (count: Int, moved: UInt64)], since: UInt64
+  ) {
     var lines = [
       "",
       "evented-stress: watchdog: \(run.name) made no progress for \(format(Double(limit) / 1e9)) s: deadlock.",

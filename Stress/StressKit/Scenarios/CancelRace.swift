@@ -94,7 +94,9 @@ let cancelRace = Scenario(
       let started = probe.started.load(ordering: .acquiring)
       let finished = probe.finished.load(ordering: .acquiring)
       if started != finished {
-        run.violation("cancel() returned while the handler was running on another thread (\(started) started, \(finished) finished)")
+        run.violation(
+          "cancel() returned while the handler was running on another thread (\(started) started, \(finished) finished)"
+        )
       }
     }
   }

@@ -201,7 +201,8 @@ let ownerChurn = Scenario(
       run.violation(
         "\(final ? "at the end" : "at a checkpoint"), after a send: observerCount "
           + "\(events.observerCount)/\(property.observerCount), live subscriptions \(live[0])/\(live[1]); "
-          + "owners alive \(ownersAlive); captured objects alive \(captures) for \(live[0] + live[1]) live subscriptions")
+          + "owners alive \(ownersAlive); captured objects alive \(captures) for \(live[0] + live[1]) live subscriptions"
+      )
     }
   }
 

@@ -144,7 +144,9 @@ final class StampWatcher: Watcher, @unchecked Sendable {
 
   func see(_ change: Change<Stamp>) {
     enter()
-    if change.oldValue == change.newValue { run.violation("\(label): received a change from a value to an equal value") }
+    if change.oldValue == change.newValue {
+      run.violation("\(label): received a change from a value to an equal value")
+    }
     if let previous, previous != change.oldValue {
       run.violation("\(label): a change does not start from the previous new value")
     }
