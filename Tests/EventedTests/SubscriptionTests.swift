@@ -226,11 +226,7 @@ private func slotCount<Value>(_ property: Property<Value>) -> Int {
     #expect(source.observerCount == keepers.count)
   }
 
-  @Test(
-    .disabled(
-      "library bug: HubState.add compares addsSinceSweep with `live`, which also counts every subscription added since the last sweep, so after the first sweep it never sweeps again; without sends, dead owners' entries and captures pile up"
-    ))
-  func memoryForDeadOwnersStaysBoundedWithoutSends() {
+  @Test func memoryForDeadOwnersStaysBoundedWithoutSends() {
     let source = EventSource<Int>()
     let property = Property(0)
     let live = LiveCount()

@@ -107,6 +107,15 @@ extension EventSourceProtocol {
     hub.observeOnMain(owner: owner, isOnce: true, handler)
   }
 
+  /// Calls a main-actor `handler` on the main queue with the next event only, if the
+  /// returned subscription is still kept then.
+  public func observeOnce(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Event) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(isOnce: true, handler)
+  }
+
   /// Calls `handler` with the next event only, if the returned subscription is still
   /// kept then.
   public func observeOnce(

@@ -45,7 +45,8 @@ struct HubState<Message, Stored> {
   var pending: ContiguousArray<Pending<Message>?> = []
   var pendingHead = 0
   var isDelivering = false
-  var addsSinceSweep = 0
+  /// The live count found by the last sweep.
+  var liveAtSweep = 0
 
   init(stored: Stored) {
     self.stored = stored
@@ -100,10 +101,10 @@ struct HubState<Message, Stored> {
     return delivery
   }
 
-  /// Appends a subscription; sweeps first once enough were added since the last sweep.
+  /// Appends a subscription; sweeps first once the slots have grown to twice the
+  /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
   mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
-    addsSinceSweep += 1
-    if addsSinceSweep > Swift.max(live, 32) { sweep(into: &garbage) }
+    if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage) }
     entry.slot = slots.count
     slots.append(entry)
     live += 1
@@ -142,7 +143,6 @@ struct HubState<Message, Stored> {
   ///
   /// - Complexity: O(n) in the number of slots.
   mutating func sweep(into garbage: inout Garbage<Message>) {
-    addsSinceSweep = 0
     var kept = ContiguousArray<Entry<Message>?>()
     kept.reserveCapacity(live)
     for case let entry? in slots {
@@ -161,5 +161,6 @@ struct HubState<Message, Stored> {
     if kept.count != slots.count || kept.count != live { dropSnapshot(into: &garbage) }
     slots = kept
     live = kept.count
+    liveAtSweep = live
   }
 }

@@ -131,6 +131,17 @@ extension PropertyProtocol {
     }
   }
 
+  /// Calls a main-actor `handler` on the main queue with every change from now on, for
+  /// as long as the returned subscription is kept.
+  public func observeChanges(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Change<Value>) -> Void
+  ) -> Subscription {
+    hub.observeOnMain { update in
+      handler(Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
   /// part changes, for as long as `owner` lives.
   ///
@@ -174,6 +185,19 @@ extension PropertyProtocol {
     _ handler: @escaping @Sendable (Part) -> Void
   ) -> Subscription {
     hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent) { update in
+      if let part = update.changedPart(keyPath) { handler(part) }
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the part of the value at
+  /// `keyPath` now, then whenever that part changes, for as long as the returned
+  /// subscription is kept.
+  public func observe<Part: Equatable & Sendable>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Part) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(replay: replayCurrent) { update in
       if let part = update.changedPart(keyPath) { handler(part) }
     }
   }

@@ -54,9 +54,9 @@ public final class Subscription: Hashable, Sendable {
   }
 
   /// Whether the handler may still be called: not cancelled, not completed (for a
-  /// once-only subscription) and its owner alive.
+  /// once-only subscription), its owner alive and its source not deinitialized.
   public var isActive: Bool {
-    !core.isEnded && core.owner != nil
+    !core.isEnded && core.owner != nil && core.source != nil
   }
 
   /// Inserts this subscription into `set`, as Combine's `AnyCancellable` does.
