@@ -101,7 +101,7 @@ public final class ScenarioRun: @unchecked Sendable {
       }
     }
     stopping.store(true, ordering: .relaxed)
-    coordinate(.barrier)
+    coordinate(.join)
     for thread in threads { thread.join() }
     coordinate(.check)
   }

@@ -101,7 +101,7 @@ func spin(_ iterations: Int, until stop: () -> Bool) -> Bool {
 /// What a thread is doing, for the watchdog's report.
 enum Site: UInt8 {
   case idle, send, write, modify, read, subscribe, cancel, dropOwner, observerCount
-  case handler, barrier, check, removeAll, done
+  case handler, barrier, check, removeAll, join, done
 
   var label: String {
     switch self {
@@ -118,6 +118,7 @@ enum Site: UInt8 {
     case .barrier: "parked at a checkpoint"
     case .check: "checking invariants"
     case .removeAll: "in removeAllObservers()"
+    case .join: "waiting for the workers to stop"
     case .done: "finished"
     }
   }
