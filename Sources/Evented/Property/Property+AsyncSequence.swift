@@ -1,0 +1,109 @@
+/// The values of a property as an asynchronous sequence: the current value, then every
+/// new value.
+///
+/// ```swift
+/// for await name in model.name.values {
+///   title = name
+/// }
+/// ```
+///
+/// Made by ``PropertyProtocol/values``, ``PropertyProtocol/values(bufferingPolicy:)``
+/// and their ``ActorProperty`` counterparts. The sequence subscribes when it is made:
+/// the value current at that instant is its first element, and every later write is
+/// buffered according to its ``BufferingPolicy``. With the default
+/// `.bufferingNewest(1)` a slow consumer skips intermediate values and always ends on
+/// the latest.
+///
+/// A sequence is single-pass, like `AsyncStream`: iterate it once, from one task. The
+/// subscription ends when iteration ends (leaving the loop, cancelling the task, or
+/// dropping the iterator), or when the sequence is dropped without being iterated; a
+/// later iterator of the same sequence finishes at once. Read `values` again to
+/// observe anew.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** `Sendable`; it may be made on one thread and iterated on
+///   another. Awaiting `next()` from two tasks at once stops the program with a
+///   message.
+/// - **Ordering:** Values arrive in commit order, starting with the value current when
+///   the sequence was made; none committed before that appears. Unless the buffering
+///   policy drops newer values (`.bufferingOldest`), the last value received when
+///   writers stop is the property's `value`.
+/// - **Reentrancy:** Iterating never blocks writers: a write only appends to the
+///   buffer, and the waiting task is resumed after every lock is released.
+/// - **Lifetime:** The sequence does not keep its property alive. When the property is
+///   deinitialized, the sequence delivers what it has buffered and then finishes.
+public struct AsyncValues<Value: Sendable>: AsyncSequence, Sendable {
+  public typealias Element = Value
+  public typealias Failure = Never
+
+  let buffer: AsyncBuffer<Value>
+
+  /// The iterator. Dropping it ends the subscription.
+  public func makeAsyncIterator() -> Iterator {
+    Iterator(buffer: buffer)
+  }
+
+  /// Iterates an ``AsyncValues``; ends its subscription when deinitialized.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** Not `Sendable`: use it from the task that iterates.
+  /// - **Ordering:** As ``AsyncValues``.
+  /// - **Reentrancy:** Not applicable.
+  /// - **Lifetime:** Ends the subscription when deinitialized, when `next()` returns
+  ///   nil, or when the awaiting task is cancelled.
+  public final class Iterator: AsyncIteratorProtocol {
+    let buffer: AsyncBuffer<Value>
+
+    init(buffer: AsyncBuffer<Value>) {
+      self.buffer = buffer
+    }
+
+    deinit {
+      buffer.finish()
+    }
+
+    /// The next value, waiting for it if needed; nil when the property is gone and the
+    /// buffer is empty, or when the task is cancelled.
+    public func next() async -> Value? {
+      await buffer.next(isolation: nil)
+    }
+
+    /// The next value, awaited without leaving the caller's actor.
+    public func next(isolation actor: isolated (any Actor)?) async -> Value? {
+      await buffer.next(isolation: actor)
+    }
+  }
+}
+
+@available(*, unavailable)
+extension AsyncValues.Iterator: Sendable {}
+
+extension PropertyProtocol {
+  /// The current value, then every new value, keeping only the newest undelivered one.
+  ///
+  /// ```swift
+  /// for await name in model.name.values { title = name }
+  /// ```
+  ///
+  /// A slow consumer never falls behind: it skips to the latest value, and when writers
+  /// stop, the last value it receives equals ``value``.
+  public var values: AsyncValues<Value> {
+    values(bufferingPolicy: .bufferingNewest(1))
+  }
+
+  /// The current value, then every new value, with the given buffering.
+  ///
+  /// - Parameter bufferingPolicy: What to keep while the consumer is busy;
+  ///   `.unbounded` delivers every committed value.
+  /// - Returns: A single-pass sequence that subscribed during this call, together with
+  ///   reading the current value, so no later write is missed.
+  public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
+    let buffer = hub.asyncBuffer(policy: bufferingPolicy, replay: replayCurrent) {
+      (buffer: AsyncBuffer<Value>, link, update) in
+      withExtendedLifetime(link) { _ = buffer.push(update.new) }
+    }
+    return AsyncValues(buffer: buffer)
+  }
+}

@@ -1,0 +1,415 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Evented
+
+/// Polls `isDone` until it holds or `timeout` passes; the deadline only bounds the wait.
+private func settles(
+  isolation: isolated (any Actor)? = #isolation, timeout: Duration = .seconds(20), _ isDone: () -> Bool
+) async -> Bool {
+  let deadline = ContinuousClock.now + timeout
+  while ContinuousClock.now < deadline {
+    if isDone() { return true }
+    try? await Task.sleep(for: .milliseconds(1))
+  }
+  return isDone()
+}
+
+/// An integer that escaping closures can share.
+private final class SharedInt: Sendable {
+  let atomic: Atomic<Int>
+  init(_ value: Int) { atomic = Atomic(value) }
+  func load() -> Int { atomic.load(ordering: .acquiring) }
+  func store(_ value: Int) { atomic.store(value, ordering: .releasing) }
+  func add(_ amount: Int) { atomic.add(amount, ordering: .acquiringAndReleasing) }
+}
+
+/// A flag that escaping closures can share.
+private final class SharedFlag: Sendable {
+  let atomic = Atomic<Bool>(false)
+  func load() -> Bool { atomic.load(ordering: .acquiring) }
+  func store(_ value: Bool) { atomic.store(value, ordering: .releasing) }
+}
+
+/// Runs `body(index)` on `count` new threads and returns when all have finished.
+private func onNewThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
+  final class Join: Sendable {
+    let remaining: SharedInt
+    let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    init(_ count: Int) { remaining = SharedInt(count) }
+  }
+  let join = Join(count)
+  await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+    join.waiter.withLock { $0 = done }
+    for index in 0..<count {
+      let thread = Thread {
+        body(index)
+        if join.remaining.atomic.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+          join.waiter.withLock { $0.take() }?.resume()
+        }
+      }
+      thread.start()
+    }
+  }
+}
+
+/// Collects every element until the sequence finishes.
+private func collect<S: AsyncSequence>(_ sequence: S) async -> [S.Element] where S.Failure == Never {
+  var all: [S.Element] = []
+  for await element in sequence { all.append(element) }
+  return all
+}
+
+private final class ProfileModel: Sendable {
+  let name = Property("")
+  let didFail = EventSource<Int>()
+}
+
+@MainActor private final class MainScreen {
+  var shown: [Int] = []
+  var streamed: [Int] = []
+  func show(_ value: Int) { shown.append(value) }
+  func showStreamed(_ value: Int) { streamed.append(value) }
+}
+
+@Suite struct AsyncSequenceTests {
+  // MARK: Nothing lost, final value
+
+  @Test func tenThousandEventsThroughAnUnboundedSequenceLoseNone() async {
+    let source = EventSource<Int>()
+    let events = source.events(bufferingPolicy: .unbounded)
+    let consumer = Task {
+      var received: [Int] = []
+      for await event in events {
+        received.append(event)
+        if received.count == 10_000 { break }
+      }
+      return received
+    }
+    await onNewThreads(1) { _ in
+      for event in 0..<10_000 { source.send(event) }
+    }
+    let received = await consumer.value
+    #expect(received == Array(0..<10_000))
+    #expect(source.observerCount == 0)
+  }
+
+  @Test func propertyWrittenFromFourThreadsWhileASlowConsumerIteratesEndsOnTheFinalValue() async {
+    let property = Property(-1)
+    let latest = SharedInt(-2)
+    let values = property.values
+    let consumer = Task {
+      var received = 0
+      for await value in values {
+        latest.store(value)
+        received += 1
+        for _ in 0..<3 { await Task.yield() }
+      }
+      return received
+    }
+    await onNewThreads(4) { thread in
+      for index in 0..<25_000 { property.value = thread * 1_000_000 + index }
+    }
+    let final = property.value
+    #expect(final % 1_000_000 == 24_999)
+    let endedOnFinal = await settles { latest.load() == final }
+    #expect(endedOnFinal)
+    consumer.cancel()
+    let received = await consumer.value
+    #expect(received < 100_000, "newest-wins buffering lets a slow consumer skip values")
+    #expect(property.observerCount == 0)
+  }
+
+  // MARK: Cancellation leaves nothing behind
+
+  @Test func cancellingTheTaskRemovesTheSubscription() async {
+    let source = EventSource<Int>()
+    let property = Property(0)
+    let started = SharedInt(0)
+    let events = source.events()
+    let values = property.values
+    let eventTask = Task {
+      for await _ in events { started.add(1) }
+    }
+    let valueTask = Task {
+      for await _ in values { started.add(1) }
+    }
+    source.send(1)
+    #expect(await settles { started.load() == 2 })
+    #expect(source.observerCount == 1)
+    #expect(property.observerCount == 1)
+    eventTask.cancel()
+    valueTask.cancel()
+    await eventTask.value
+    await valueTask.value
+    #expect(await settles { source.observerCount == 0 && property.observerCount == 0 })
+  }
+
+  @Test func cancellingATaskThatWaitsForItsFirstElementRemovesTheSubscription() async {
+    let source = EventSource<Int>()
+    let events = source.events()
+    let task = Task { await collect(events) }
+    task.cancel()
+    #expect(await task.value == [])
+    #expect(await settles { source.observerCount == 0 })
+  }
+
+  @Test func breakingOutOfTheLoopRemovesTheSubscription() async {
+    let property = Property(0)
+    let values = property.values
+    for await _ in values { break }
+    #expect(property.observerCount == 0)
+    var again: [Int] = []
+    for await value in values { again.append(value) }
+    #expect(again == [], "a sequence is single-pass")
+  }
+
+  @Test func droppingTheIteratorRemovesTheSubscription() async {
+    let source = EventSource<Int>()
+    var iterator: AsyncEvents<Int>.Iterator? = source.events().makeAsyncIterator()
+    source.send(1)
+    #expect(await iterator?.next() == 1)
+    #expect(source.observerCount == 1)
+    iterator = nil
+    #expect(source.observerCount == 0)
+  }
+
+  @Test func droppingASequenceThatWasNeverIteratedRemovesTheSubscription() {
+    let source = EventSource<Int>()
+    let property = Property("a")
+    do {
+      let events = source.events()
+      let values = property.values(bufferingPolicy: .unbounded)
+      #expect(source.observerCount == 1)
+      #expect(property.observerCount == 1)
+      _ = (events, values)
+    }
+    #expect(source.observerCount == 0)
+    #expect(property.observerCount == 0)
+  }
+
+  @Test func cancellationLeavesNoSubscriptionBehindUnderLoad() async {
+    let source = EventSource<Int>()
+    let stop = SharedFlag()
+    let sender = Task.detached {
+      var event = 0
+      while !stop.load() {
+        source.send(event)
+        event += 1
+        await Task.yield()
+      }
+    }
+    await withTaskGroup(of: Void.self) { group in
+      for round in 0..<200 {
+        let events = source.events(bufferingPolicy: round.isMultiple(of: 2) ? .unbounded : .bufferingNewest(1))
+        let consumer = Task { for await _ in events {} }
+        group.addTask {
+          for _ in 0..<(round % 3) { await Task.yield() }
+          consumer.cancel()
+          await consumer.value
+        }
+      }
+    }
+    stop.store(true)
+    await sender.value
+    #expect(await settles { source.observerCount == 0 })
+  }
+
+  // MARK: Buffering policies
+
+  @Test func unboundedBufferingKeepsEveryEvent() async {
+    var source: EventSource<Int>? = EventSource()
+    let events = source!.events(bufferingPolicy: .unbounded)
+    for event in 1...5 { source!.send(event) }
+    source = nil
+    #expect(await collect(events) == [1, 2, 3, 4, 5])
+  }
+
+  @Test func bufferingNewestKeepsTheLatestEvents() async {
+    var source: EventSource<Int>? = EventSource()
+    let events = source!.events(bufferingPolicy: .bufferingNewest(2))
+    let none = source!.events(bufferingPolicy: .bufferingNewest(0))
+    for event in 1...5 { source!.send(event) }
+    source = nil
+    #expect(await collect(events) == [4, 5])
+    #expect(await collect(none) == [])
+  }
+
+  @Test func bufferingOldestKeepsTheFirstEvents() async {
+    var source: EventSource<Int>? = EventSource()
+    let events = source!.events(bufferingPolicy: .bufferingOldest(2))
+    for event in 1...5 { source!.send(event) }
+    source = nil
+    #expect(await collect(events) == [1, 2])
+  }
+
+  @Test func valuesKeepOnlyTheNewestValueByDefault() async {
+    var property: Property<Int>? = Property(0)
+    let values = property!.values
+    let every = property!.values(bufferingPolicy: .unbounded)
+    for value in 1...3 { property!.value = value }
+    property = nil
+    #expect(await collect(values) == [3])
+    #expect(await collect(every) == [0, 1, 2, 3])
+  }
+
+  @Test func valuesStartWithTheCurrentValue() async {
+    let property = Property("first")
+    let iterator = property.values.makeAsyncIterator()
+    #expect(await iterator.next() == "first")
+    property.value = "second"
+    #expect(await iterator.next() == "second")
+    #expect(await collect(ReadOnlyProperty(constant: 7).values) == [7])
+  }
+
+  @Test func aWaitingConsumerIsResumedByTheNextEvent() async {
+    let source = EventSource<Int>()
+    let events = source.events(bufferingPolicy: .bufferingNewest(1))
+    let waiting = SharedFlag()
+    let consumer = Task {
+      let iterator = events.makeAsyncIterator()
+      waiting.store(true)
+      return await iterator.next()
+    }
+    #expect(await settles { waiting.load() })
+    source.send(42)
+    #expect(await consumer.value == 42)
+  }
+
+  // MARK: Atomic registration
+
+  @Test func sequenceReceivesEverythingCommittedAfterItWasMadeAndNothingBefore() async {
+    let total = 20_000
+    for _ in 0..<20 {
+      let source = EventSource<Int>()
+      let sent = SharedInt(0)
+      let running = SharedFlag()
+      let made = Task.detached { () -> (Int, Int, AsyncEvents<Int>) in
+        while !running.load() { await Task.yield() }
+        let before = sent.load()
+        let sequence = source.events(bufferingPolicy: .unbounded)
+        let after = sent.load()
+        return (before, after, sequence)
+      }
+      await onNewThreads(1) { _ in
+        for event in 0..<total {
+          if event == 100 { running.store(true) }
+          source.send(event)
+          sent.store(event + 1)
+        }
+      }
+      let (before, after, sequence) = await made.value
+      // Only a sequence made before the last send is sure to receive something.
+      guard after < total else { continue }
+      var received: [Int] = []
+      for await event in sequence {
+        received.append(event)
+        if event == total - 1 { break }
+      }
+      guard let first = received.first else {
+        Issue.record("events committed after the call were missed")
+        continue
+      }
+      #expect(first >= before, "nothing committed before the call appears")
+      #expect(first <= after + 1, "nothing committed after the call is missed (one send may be in flight)")
+      #expect(received == Array(first..<total))
+      #expect(source.observerCount == 0)
+    }
+  }
+
+  @Test func valuesRegisterTogetherWithTheCurrentValue() async {
+    let property = Property(0, skipsDuplicates: false)
+    let stop = SharedFlag()
+    let writer = Task {
+      await onNewThreads(1) { _ in
+        var value = 0
+        while !stop.load() {
+          value += 1
+          property.value = value
+        }
+      }
+    }
+    for _ in 0..<50 {
+      let values = property.values(bufferingPolicy: .unbounded)
+      let iterator = values.makeAsyncIterator()
+      guard var previous = await iterator.next() else {
+        Issue.record("no current value")
+        break
+      }
+      for _ in 0..<20 {
+        guard let value = await iterator.next() else { break }
+        #expect(value == previous + 1, "consecutive writes, none missed, none repeated")
+        previous = value
+      }
+    }
+    stop.store(true)
+    await writer.value
+    #expect(await settles { property.observerCount == 0 })
+  }
+
+  // MARK: Lifetime
+
+  @Test func sequencesFinishWhenTheSourceDeinitializes() async {
+    var model: ProfileModel? = ProfileModel()
+    weak let weakModel = model
+    let names = model!.name.values
+    let failures = model!.didFail.events()
+    let nameTask = Task { await collect(names) }
+    let failureTask = Task { await collect(failures) }
+    model!.name.value = "Ada"
+    model!.didFail.send(1)
+    model = nil
+    #expect(weakModel == nil, "a sequence does not keep its source alive")
+    #expect(await nameTask.value.last == "Ada")
+    #expect(await failureTask.value == [1])
+  }
+
+  @Test func aSequenceOfAReadOnlyViewKeepsItsPropertyOnlyAsLongAsTheView() async {
+    var property: Property<Int>? = Property(1)
+    var view = property?.readOnly
+    let values = view!.values
+    property = nil
+    let task = Task { await collect(values) }
+    property = view?.property
+    #expect(property?.observerCount == 1, "the view keeps the property alive")
+    property = nil
+    view = nil
+    #expect(await task.value == [1])
+  }
+
+  @Test func sequencesAreSendable() {
+    let source = EventSource<Int>()
+    let property = Property(0)
+    let sendables: [any Sendable] = [source.events(), property.values, BufferingPolicy.unbounded]
+    #expect(sendables.count == 3)
+  }
+
+  // MARK: Main actor
+
+  @Test @MainActor func mainActorTypeObservesThroughMainDeliveryAndForAwait() async {
+    let screen = MainScreen()
+    let source = EventSource<Int>()
+    let property = Property(0)
+    let subscription = source.observe(with: screen, on: .main) { screen, event in screen.show(event) }
+    let events = source.events()
+    let values = property.values(bufferingPolicy: .unbounded)
+    let streaming = Task { @MainActor in
+      for await event in events {
+        screen.showStreamed(event)
+        if event == 3 { break }
+      }
+      for await value in values {
+        screen.showStreamed(value * 10)
+        if value == 2 { break }
+      }
+    }
+    for event in 1...3 { source.send(event) }
+    property.value = 1
+    property.value = 2
+    await streaming.value
+    #expect(await settles { screen.shown == [1, 2, 3] })
+    #expect(screen.streamed == [1, 2, 3, 0, 10, 20])
+    subscription.cancel()
+  }
+}
