@@ -1,0 +1,180 @@
+/// A broadcaster of events whose state is isolated by an actor instead of a lock.
+///
+/// ```swift
+/// let progress = ActorEventSource<Double>()
+/// Task { for await fraction in await progress.events() { bar.show(fraction) } }
+/// await progress.observe(with: screen) { @MainActor screen, fraction in screen.show(fraction) }
+/// await progress.send(0.5)
+/// ```
+///
+/// Choose it over ``EventSource`` when the code that sends already runs on this actor's
+/// terms, in async code, and every consumer is asynchronous (`for await`, or an
+/// `async` handler). Choose ``EventSource`` when senders are synchronous, when handlers
+/// must run before `send` returns, or when cost per event matters: see the article
+/// "Choosing a variant".
+///
+/// Handlers are `async` and each runs in its own task, one event at a time: a handler
+/// may await other actors (or be `@MainActor`) without holding up the source or other
+/// subscriptions.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** An actor; `Sendable`. Every call from outside is a suspension
+///   point, and other sends, subscriptions and cancellations may take effect across
+///   any `await`.
+/// - **Ordering:** Each subscription receives events one at a time, in the order the
+///   sends ran on the actor. Handlers run after `send` returns, in their own tasks;
+///   different subscriptions are not ordered relative to each other.
+/// - **Reentrancy:** A handler may send, subscribe and cancel (with `await`), on this
+///   source or any other: it never runs on the actor, so nothing deadlocks, and a send
+///   from a handler is delivered to that subscription after the current event. A
+///   subscription added from a handler does not receive the event being handled.
+/// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
+///   the next send, subscription or ``observerCount``) or on
+///   ``Subscription/cancel()``; an invocation already running may finish after
+///   `cancel()` returns. Sequences and handler tasks do not keep the source alive:
+///   when it is deinitialized, its sequences finish and its handler tasks end.
+public actor ActorEventSource<Event: Sendable> {
+  private var sinks = ContiguousArray<ActorSink<Event>>()
+
+  /// Creates a source with no subscriptions.
+  public init() {}
+
+  deinit {
+    for sink in sinks { sink.sourceEnded() }
+  }
+
+  /// Delivers `event` to every current subscription.
+  ///
+  /// Appends the event to each subscription's buffer and returns; handlers and
+  /// `for await` loops receive it afterwards, in their own tasks.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions.
+  public func send(_ event: Event) {
+    var kept = 0
+    for index in sinks.indices {
+      let sink = sinks[index]
+      guard sink.push(event) else { continue }
+      if kept != index { sinks[kept] = sink }
+      kept += 1
+    }
+    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
+  }
+
+  /// The events sent from now on, as an asynchronous sequence.
+  ///
+  /// ```swift
+  /// for await event in await source.events(bufferingPolicy: .bufferingNewest(16)) { … }
+  /// ```
+  ///
+  /// - Parameter bufferingPolicy: What to keep while the consumer is busy.
+  /// - Returns: A single-pass sequence that receives every event sent after this call
+  ///   and none sent before.
+  public func events(bufferingPolicy: BufferingPolicy = .unbounded) -> AsyncEvents<Event> {
+    let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
+    add(ActorSink(buffer: buffer, core: nil))
+    return AsyncEvents(buffer: buffer)
+  }
+
+  /// The number of live subscriptions: sequences still iterated and handlers whose
+  /// owner is alive.
+  ///
+  /// - Complexity: O(n): ended subscriptions are removed first.
+  public var observerCount: Int {
+    sweep()
+    return sinks.count
+  }
+
+  /// Awaits `handler` with every event from now on, for as long as `owner` lives.
+  ///
+  /// ```swift
+  /// await source.observe(with: self) { me, event in await me.handle(event) }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes. Do not capture it strongly in `handler`.
+  ///   - handler: Awaited with the owner and each event, one at a time, in a task of
+  ///     its own. It may be `@MainActor`.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observe<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Event) async -> Void
+  ) -> Subscription {
+    subscribe(owner: owner, isOnce: false) { owner, event in
+      await handler(unsafeDowncast(owner, to: Owner.self), event)
+    }
+  }
+
+  /// Awaits `handler` with every event from now on, for as long as the returned
+  /// subscription is kept.
+  ///
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
+    subscribe(owner: nil, isOnce: false) { _, event in await handler(event) }
+  }
+
+  /// Awaits `handler` with the next event only, if `owner` is still alive then.
+  ///
+  /// - Note: At most once, even when events are sent concurrently or from the handler.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Event) async -> Void
+  ) -> Subscription {
+    subscribe(owner: owner, isOnce: true) { owner, event in
+      await handler(unsafeDowncast(owner, to: Owner.self), event)
+    }
+  }
+
+  /// Awaits `handler` with the next event only, if the returned subscription is still
+  /// kept then.
+  public func observeOnce(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
+    subscribe(owner: nil, isOnce: true) { _, event in await handler(event) }
+  }
+
+  /// Ends every subscription of this source: sequences finish, handlers are not
+  /// started again (one already running may finish).
+  public func removeAllObservers() {
+    let removed = sinks
+    sinks = []
+    for sink in removed { sink.finish() }
+  }
+
+  private func subscribe(
+    owner: (any AnyObject & Sendable)?,
+    isOnce: Bool,
+    _ handler: @escaping @Sendable (AnyObject, Event) async -> Void
+  ) -> Subscription {
+    let (sink, subscription) = makeHandlerSubscription(owner: owner, isOnce: isOnce, handler)
+    add(sink)
+    return subscription
+  }
+
+  private func add(_ sink: ActorSink<Event>) {
+    if sinks.count >= 32, sinks.count.nonzeroBitCount == 1 { sweep() }
+    sinks.append(sink)
+  }
+
+  private func sweep() {
+    var kept = ContiguousArray<ActorSink<Event>>()
+    kept.reserveCapacity(sinks.count)
+    for sink in sinks {
+      if sink.isOpen {
+        kept.append(sink)
+      } else {
+        sink.finish()
+      }
+    }
+    sinks = kept
+  }
+}
+
+extension ActorEventSource where Event == Void {
+  /// Delivers an event to every current subscription.
+  public func send() {
+    send(())
+  }
+}

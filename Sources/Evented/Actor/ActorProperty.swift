@@ -1,0 +1,251 @@
+/// A value that notifies its subscribers after every change, isolated by an actor
+/// instead of a lock.
+///
+/// ```swift
+/// let score = ActorProperty(0)
+/// Task { for await value in await score.values { label.show(value) } }
+/// await score.setValue(3)
+/// await score.modify { $0 += 1 }
+/// ```
+///
+/// `Equatable` values skip writes equal to the current value unless created with
+/// `skipsDuplicates: false`; other values never skip.
+///
+/// Choose it over ``Property`` when writers are already asynchronous and every
+/// consumer is too (`for await`, or an `async` handler). Choose ``Property`` when code
+/// must read the value synchronously, when handlers must run before a write returns,
+/// or when cost per write matters: see the article "Choosing a variant".
+///
+/// Handlers are `async` and each runs in its own task, one value at a time: a handler
+/// may await other actors (or be `@MainActor`) without holding up writers or other
+/// subscriptions.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** An actor; `Sendable`. Every call from outside is a suspension
+///   point: a value read with `await value` may have changed by the time the caller
+///   uses it, so read-modify-write with ``modify(_:)``, never with a read then a write.
+/// - **Ordering:** Each subscription receives values one at a time, in the order the
+///   writes ran on the actor; when writers stop, the last value delivered to every live
+///   subscription equals ``value`` (unless a sequence's buffering policy drops newer
+///   values). After `await setValue(x)` returns, the same task reads `x` or a later
+///   value. With duplicates skipped, a write equal to the current value notifies
+///   nobody, and no subscription receives a change from `x` to `x`.
+/// - **Reentrancy:** A handler may read, write, modify, subscribe and cancel (with
+///   `await`), on this property or any other: it never runs on the actor, so nothing
+///   deadlocks, and a write from a handler is delivered to that subscription after the
+///   current value. The closure given to ``modify(_:)`` runs on the actor and cannot
+///   call it.
+/// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
+///   the next write, subscription or ``observerCount``) or on
+///   ``Subscription/cancel()``; an invocation already running may finish after
+///   `cancel()` returns. Sequences and handler tasks do not keep the property alive:
+///   when it is deinitialized, its sequences finish and its handler tasks end.
+public actor ActorProperty<Value: Sendable> {
+  /// The current value: the latest committed one.
+  public private(set) var value: Value
+  private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  private var valueSinks = ContiguousArray<ActorSink<Value>>()
+  private var updateSinks = ContiguousArray<ActorSink<Update<Value>>>()
+
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
+    self.value = value
+    self.isDuplicate = isDuplicate
+  }
+
+  /// Creates a property that notifies on every write.
+  public init(_ value: Value) {
+    self.init(value: value, isDuplicate: nil)
+  }
+
+  deinit {
+    for sink in valueSinks { sink.sourceEnded() }
+    for sink in updateSinks { sink.sourceEnded() }
+  }
+
+  /// Sets the value and notifies the subscriptions, unless duplicates are skipped and
+  /// `newValue` equals the current value.
+  public func setValue(_ newValue: Value) {
+    commit(newValue)
+  }
+
+  /// Changes the value in place, atomically, and notifies once with the old and new
+  /// value.
+  ///
+  /// ```swift
+  /// await counter.modify { $0 += 1 }
+  /// ```
+  ///
+  /// - Parameter body: Mutates a copy of the value, on the actor. If it throws, the
+  ///   value stays as it was.
+  /// - Returns: What `body` returns.
+  @discardableResult
+  public func modify<Result: Sendable, Failure: Error>(
+    _ body: (inout Value) throws(Failure) -> Result
+  ) throws(Failure) -> Result {
+    var next = value
+    let result = try body(&next)
+    commit(next)
+    return result
+  }
+
+  /// The current value, then every new value, keeping only the newest undelivered one.
+  ///
+  /// A slow consumer never falls behind: it skips to the latest value, and when writers
+  /// stop, the last value it receives equals ``value``.
+  public var values: AsyncValues<Value> {
+    values(bufferingPolicy: .bufferingNewest(1))
+  }
+
+  /// The current value, then every new value, with the given buffering.
+  ///
+  /// - Returns: A single-pass sequence whose first element is the value current during
+  ///   this call, followed by every later write the policy keeps.
+  public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
+    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
+    buffer.push(value)
+    sweepIfGrown()
+    valueSinks.append(ActorSink(buffer: buffer, core: nil))
+    return AsyncValues(buffer: buffer)
+  }
+
+  /// The number of live subscriptions: sequences still iterated and handlers whose
+  /// owner is alive.
+  ///
+  /// - Complexity: O(n): ended subscriptions are removed first.
+  public var observerCount: Int {
+    Self.sweep(&valueSinks)
+    Self.sweep(&updateSinks)
+    return valueSinks.count + updateSinks.count
+  }
+
+  /// Awaits `handler` with the current value, then with every new value, for as long
+  /// as `owner` lives.
+  ///
+  /// ```swift
+  /// await model.name.observe(with: screen) { @MainActor screen, name in screen.title = name }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - handler: Awaited with the owner and each value, one at a time, in a task of
+  ///     its own; every committed value is delivered. It may be `@MainActor`.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observe<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Value) async -> Void
+  ) -> Subscription {
+    subscribe(owner: owner, replays: true) { owner, update in
+      await handler(unsafeDowncast(owner, to: Owner.self), update.new)
+    }
+  }
+
+  /// Awaits `handler` with the current value, then with every new value, for as long
+  /// as the returned subscription is kept.
+  public func observe(_ handler: @escaping @Sendable (Value) async -> Void) -> Subscription {
+    subscribe(owner: nil, replays: true) { _, update in await handler(update.new) }
+  }
+
+  /// Awaits `handler` with every change from now on, as the old and the new value, for
+  /// as long as `owner` lives. The current value is not replayed.
+  @discardableResult
+  public func observeChanges<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Change<Value>) async -> Void
+  ) -> Subscription {
+    subscribe(owner: owner, replays: false) { owner, update in
+      await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
+  /// Awaits `handler` with every change from now on, for as long as the returned
+  /// subscription is kept.
+  public func observeChanges(_ handler: @escaping @Sendable (Change<Value>) async -> Void) -> Subscription {
+    subscribe(owner: nil, replays: false) { _, update in
+      await handler(Change(oldValue: update.old, newValue: update.new))
+    }
+  }
+
+  /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
+  /// part changes, for as long as `owner` lives.
+  @discardableResult
+  public func observe<Part: Equatable & Sendable, Owner: AnyObject & Sendable>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Part) async -> Void
+  ) -> Subscription {
+    subscribe(owner: owner, replays: true) { owner, update in
+      if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
+    }
+  }
+
+  private func commit(_ newValue: Value) {
+    if let isDuplicate, isDuplicate(value, newValue) { return }
+    let old = value
+    value = newValue
+    Self.push(newValue, to: &valueSinks)
+    if !updateSinks.isEmpty { Self.push(Update(old: old, new: newValue, isInitial: false), to: &updateSinks) }
+  }
+
+  private func subscribe(
+    owner: (any AnyObject & Sendable)?,
+    replays: Bool,
+    _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
+  ) -> Subscription {
+    let (sink, subscription) = makeHandlerSubscription(owner: owner, handler)
+    if replays { _ = sink.push(Update(old: value, new: value, isInitial: true)) }
+    sweepIfGrown()
+    updateSinks.append(sink)
+    return subscription
+  }
+
+  private func sweepIfGrown() {
+    let count = valueSinks.count + updateSinks.count
+    if count >= 32, count.nonzeroBitCount == 1 {
+      Self.sweep(&valueSinks)
+      Self.sweep(&updateSinks)
+    }
+  }
+
+  private static func push<Message>(_ message: Message, to sinks: inout ContiguousArray<ActorSink<Message>>) {
+    var kept = 0
+    for index in sinks.indices {
+      let sink = sinks[index]
+      guard sink.push(message) else { continue }
+      if kept != index { sinks[kept] = sink }
+      kept += 1
+    }
+    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
+  }
+
+  private static func sweep<Message>(_ sinks: inout ContiguousArray<ActorSink<Message>>) {
+    var kept = ContiguousArray<ActorSink<Message>>()
+    kept.reserveCapacity(sinks.count)
+    for sink in sinks {
+      if sink.isOpen {
+        kept.append(sink)
+      } else {
+        sink.finish()
+      }
+    }
+    sinks = kept
+  }
+}
+
+extension ActorProperty where Value: Equatable {
+  /// Creates a property that skips writes equal to the current value.
+  public init(_ value: Value) {
+    self.init(value: value, isDuplicate: Self.equals)
+  }
+
+  /// Creates a property; with `skipsDuplicates`, writes equal to the current value
+  /// notify nobody.
+  public init(_ value: Value, skipsDuplicates: Bool) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  }
+
+  private static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
+}
