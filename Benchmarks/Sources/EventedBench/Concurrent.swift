@@ -57,7 +57,7 @@ func concurrentSendBench(_ peer: Peer) -> Result<Bench, Unavailable> {
     let subscriptions = (0..<subscribers).map { _ in source.observe { sink.touch($0) } }
     return .success(bench(keepAlive: [source, subscriptions]) { source.send($0) })
   case .eventedActor:
-    return .failure(Unavailable(notBuilt))
+    return .success(actorConcurrentSendBench())
   case .openCombine:
     let subject = PassthroughSubject<Int, Never>()
     let cancellables = (0..<subscribers).map { _ in subject.sink { sink.touch($0) } }
@@ -189,8 +189,10 @@ func asyncBench(_ peer: Peer) -> Result<Bench, Unavailable> {
             continuation.finish()
           }, received: received)
       })
-  case .evented, .eventedActor:
-    return .failure(Unavailable(notBuilt))
+  case .evented:
+    return .success(bench { _ in eventedEventsSample(actor: false, received: received) })
+  case .eventedActor:
+    return .success(bench { _ in eventedEventsSample(actor: true, received: received) })
   case .openCombine:
     return .success(
       bench { _ in

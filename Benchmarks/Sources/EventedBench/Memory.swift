@@ -66,7 +66,19 @@ func memoryChild(_ peer: Peer) -> Int32 {
     }
     after = residentBytes()
     keep = [box]
-  case .eventedActor, .asyncStream:
+  case .eventedActor:
+    let source = ActorEventSource<Int>()
+    before = residentBytes()
+    nonisolated(unsafe) var subscriptions: [Evented.Subscription] = []
+    runBlocking {
+      var made: [Evented.Subscription] = []
+      made.reserveCapacity(count)
+      for i in 0..<count { made.append(await source.observe { sink.touch($0 &+ i) }) }
+      subscriptions = made
+    }
+    after = residentBytes()
+    keep = [source, subscriptions]
+  case .asyncStream:
     return 2
   }
   withExtendedLifetime(keep) {
@@ -78,7 +90,6 @@ func memoryChild(_ peer: Peer) -> Int32 {
 /// Measures W6 once for `peer`, in a fresh process: bytes per subscription.
 func memoryRun(_ peer: Peer) -> Result<Double, Unavailable> {
   switch peer {
-  case .eventedActor: return .failure(Unavailable(notBuilt))
   case .asyncStream: return .failure(Unavailable("n/a (async only)"))
   default: break
   }
