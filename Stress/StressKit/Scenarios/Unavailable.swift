@@ -1,12 +1,6 @@
 // Scenarios whose APIs are not in this build yet. They are listed so that a run says
 // plainly what it did not check.
 
-let asyncConsumers = Scenario(
-  name: "async-consumers",
-  summary: "tasks iterate values and events and are cancelled at random; no leaked subscriptions",
-  unavailable: "not available yet (needs Property.values and EventSource.events(bufferingPolicy:))"
-) { _ in }
-
 let actorsAndArrays = Scenario(
   name: "actors-and-arrays",
   summary: "the actor variants keep the same invariants; ArrayProperty changesets reproduce the array",
