@@ -274,22 +274,16 @@ final class SourceLink<Element: Sendable>: Sendable {
 }
 
 extension Hub {
-  /// A buffer fed by a new subscription to this hub; `push` converts each message.
+  /// Adds `entry`, whose owner is `buffer`, and remembers it in the buffer.
   ///
   /// The subscription is made under the hub's lock with `replay`, so nothing committed
-  /// after this call is missed and nothing committed before it is delivered.
-  func asyncBuffer<Element>(
-    policy: BufferingPolicy,
-    replay: ((borrowing Stored) -> Message)?,
-    _ push: @escaping @Sendable (AsyncBuffer<Element>, SourceLink<Element>, Message) -> Void
-  ) -> AsyncBuffer<Element> {
-    let buffer = AsyncBuffer<Element>(policy: policy)
-    let link = SourceLink(buffer)
-    let subscription = observe(owner: buffer, target: nil, replay: replay) { buffer, message in
-      push(buffer, link, message)
-    }
-    buffer.attach(subscription.core)
-    return buffer
+  /// after this call is missed and nothing committed before it is delivered. Callers
+  /// build the entry themselves so that a delivery costs one closure call.
+  func subscribe<Element>(
+    _ buffer: AsyncBuffer<Element>, with entry: Entry<Message>, replay: ((borrowing Stored) -> Message)?
+  ) {
+    buffer.attach(entry)
+    subscribe(entry, replay: replay)
   }
 }
 

@@ -90,10 +90,12 @@ extension EventSourceProtocol {
   /// - Returns: A single-pass sequence that subscribed during this call: it receives
   ///   every event committed after the call and none committed before.
   public func events(bufferingPolicy: BufferingPolicy = .unbounded) -> AsyncEvents<Event> {
-    let buffer = hub.asyncBuffer(policy: bufferingPolicy, replay: nil) {
-      (buffer: AsyncBuffer<Event>, link, event) in
-      withExtendedLifetime(link) { _ = buffer.push(event) }
+    let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
+    let link = SourceLink(buffer)
+    let entry = Entry<Event>(owner: buffer, target: nil) { owner, event in
+      withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<Event>.self).push(event) }
     }
+    hub.subscribe(buffer, with: entry, replay: nil)
     return AsyncEvents(buffer: buffer)
   }
 }

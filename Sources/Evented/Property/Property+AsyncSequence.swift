@@ -100,10 +100,12 @@ extension PropertyProtocol {
   /// - Returns: A single-pass sequence that subscribed during this call, together with
   ///   reading the current value, so no later write is missed.
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
-    let buffer = hub.asyncBuffer(policy: bufferingPolicy, replay: replayCurrent) {
-      (buffer: AsyncBuffer<Value>, link, update) in
-      withExtendedLifetime(link) { _ = buffer.push(update.new) }
+    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
+    let link = SourceLink(buffer)
+    let entry = Entry<Update<Value>>(owner: buffer, target: nil) { owner, update in
+      withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
     }
+    hub.subscribe(buffer, with: entry, replay: replayCurrent)
     return AsyncValues(buffer: buffer)
   }
 }
