@@ -66,6 +66,7 @@ public enum StressSuite {
     reentrancyStorm,
     writers,
     asyncConsumers,
+    actors,
     actorsAndArrays,
   ]
 
