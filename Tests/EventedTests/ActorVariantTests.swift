@@ -4,6 +4,19 @@ import Testing
 
 @testable import Evented
 
+/// A value behind an `NSLock` (pthread-based, which Thread Sanitizer understands).
+private final class Locked<Value>: @unchecked Sendable {
+  // @unchecked Sendable: `lock` guards `value`.
+  private let lock = NSLock()
+  private var value: Value
+  init(_ value: Value) { self.value = value }
+  func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+    lock.lock()
+    defer { lock.unlock() }
+    return body(&value)
+  }
+}
+
 /// Polls `isDone` until it holds or `timeout` passes; the deadline only bounds the wait.
 private func settles(timeout: Duration = .seconds(20), _ isDone: @Sendable () async -> Bool) async -> Bool {
   let deadline = ContinuousClock.now + timeout
@@ -16,7 +29,7 @@ private func settles(timeout: Duration = .seconds(20), _ isDone: @Sendable () as
 
 /// Everything a handler saw, in order.
 private final class Log<Item: Sendable>: Sendable {
-  let items = Mutex<[Item]>([])
+  let items = Locked<[Item]>([])
   func append(_ item: Item) { items.withLock { $0.append(item) } }
   var all: [Item] { items.withLock { $0 } }
   var count: Int { items.withLock { $0.count } }
@@ -35,7 +48,7 @@ private final class OverlapProbe: Sendable {
 private final class Watcher: Sendable {}
 
 private final class SubscriptionSlot: Sendable {
-  let subscription = Mutex<Subscription?>(nil)
+  let subscription = Locked<Subscription?>(nil)
 }
 
 @MainActor private final class ActorScreen {
@@ -102,7 +115,7 @@ private struct Profile: Equatable, Sendable {
     let property = ActorProperty(0)
     let handled = Log<Int>()
     let changes = Log<Change<Int>>()
-    let latest = Mutex<Int>(-1)
+    let latest = Locked<Int>(-1)
     let subscription = await property.observe { value in handled.append(value) }
     let changeSubscription = await property.observeChanges { change in changes.append(change) }
     let values = await property.values
