@@ -147,7 +147,7 @@ func asyncBench(_ peer: Peer) -> Result<Bench, Unavailable> {
   func bench(_ measure: @escaping (Int) -> Sample) -> Bench {
     Bench(
       measure: measure, fixedCount: total,
-      lost: { total - received.count.load(ordering: .acquiring) }, maxRepetitions: 5,
+      lost: { total - received.count.load(ordering: .acquiring) }, maxRepetitions: 9,
       note: {
         let stalls = received.stalls.load(ordering: .relaxed)
         return stalls == 0 ? nil : "\(stalls) sample(s) never ended (\(Int(stallTimeout)) s timeout)"
