@@ -340,7 +340,7 @@ private struct Profile: Equatable, Sendable {
     for await value in values { latest.append(value) }
     #expect(latest == [5])
     #expect(await settles { handled.all == [0, 4, 5] })
-    _ = handlerSubscription
+    #expect(!handlerSubscription.isActive, "a handle knows when its actor is gone")
   }
 
   // MARK: Main actor

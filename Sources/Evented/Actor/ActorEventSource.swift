@@ -148,7 +148,7 @@ public actor ActorEventSource<Event: Sendable> {
     isOnce: Bool,
     _ handler: @escaping @Sendable (AnyObject, Event) async -> Void
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(owner: owner, isOnce: isOnce, handler)
+    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, isOnce: isOnce, handler)
     add(sink)
     return subscription
   }
@@ -177,4 +177,10 @@ extension ActorEventSource where Event == Void {
   public func send() {
     send(())
   }
+}
+
+extension ActorEventSource: Detaching {
+  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
+  /// and the actor drops it at the next send, subscription or `observerCount`.
+  nonisolated func detach(_ core: SubscriptionCore) {}
 }

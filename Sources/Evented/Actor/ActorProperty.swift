@@ -195,7 +195,7 @@ public actor ActorProperty<Value: Sendable> {
     replays: Bool,
     _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(owner: owner, handler)
+    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, handler)
     if replays { _ = sink.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
     updateSinks.append(sink)
@@ -248,4 +248,10 @@ extension ActorProperty where Value: Equatable {
   }
 
   private static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
+}
+
+extension ActorProperty: Detaching {
+  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
+  /// and the actor drops it at the next send, subscription or `observerCount`.
+  nonisolated func detach(_ core: SubscriptionCore) {}
 }

@@ -359,16 +359,20 @@ final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @uncheck
 /// Makes a handler subscription for an actor variant: a task that takes each message
 /// from a new unbounded buffer and awaits `handler` with it, one at a time.
 ///
-/// - Parameter owner: Held weakly; nil makes the returned handle the owner.
+/// - Parameters:
+///   - source: The actor, held weakly, so that the handle knows when it is gone.
+///   - owner: Held weakly; nil makes the returned handle the owner.
 /// - Returns: The sink to register with the source (after any replay is pushed into
 ///   it) and the handle.
 func makeHandlerSubscription<Message: Sendable>(
+  source: any Detaching,
   owner: (any AnyObject & Sendable)?,
   isOnce: Bool = false,
   _ handler: @escaping @Sendable (AnyObject, Message) async -> Void
 ) -> (ActorSink<Message>, Subscription) {
   let buffer = AsyncBuffer<Message>(policy: .unbounded)
   let core = ActorSubscriptionCore(isOnce: isOnce, buffer: buffer)
+  core.source = source
   let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
   core.owner = owner ?? subscription
   Task { await runHandler(core, handler) }
