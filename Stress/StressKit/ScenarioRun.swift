@@ -74,7 +74,6 @@ public final class ScenarioRun: @unchecked Sendable {
   func work(
     workers count: Int,
     round: UInt64? = nil,
-    until deadline: UInt64? = nil,
     checkpoint: () -> Void = {},
     _ body: @escaping @Sendable (Worker) -> Void
   ) {
@@ -87,7 +86,7 @@ public final class ScenarioRun: @unchecked Sendable {
         worker.thread.at(.done)
       }
     }
-    let end = deadline ?? (started + budget)
+    let end = started + budget
     var nextRound = round.map { now() + $0 }
     while now() < end {
       coordinate(.idle)

@@ -23,7 +23,6 @@ final class Watchdog: Sendable {
   private let limit: UInt64
   private let output: Output
   private let watched = Guarded(Watched())
-  private let runIDs = Atomic<Int>(0)
   private let finished = Atomic<Bool>(false)
   private let thread = Guarded<StartedThread?>(nil)
 
@@ -40,8 +39,9 @@ final class Watchdog: Sendable {
     return dog
   }
 
+  /// A number for a new scenario run, unique in the process.
   func nextRunID() -> Int {
-    runIDs.wrappingAdd(1, ordering: .relaxed).newValue + Int(now() % 1_000_000) * 1_000
+    runIDs.wrappingAdd(1, ordering: .relaxed).newValue
   }
 
   /// Ends the watchdog thread and waits for it.
@@ -117,3 +117,5 @@ final class Watchdog: Sendable {
     _exit(2)
   }
 }
+
+private let runIDs = Atomic<Int>(0)
