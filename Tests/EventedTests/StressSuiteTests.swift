@@ -12,11 +12,6 @@ import Testing
   /// Runtime bugs the suite finds today, by scenario: the words of the violation message
   /// and what is wrong. They are recorded as known issues so that the rest stays checked.
   static let knownIssues: [String: (message: String, issue: String)] = [
-    "reentrancy-storm": (
-      "were never released after their subscriptions were cancelled",
-      "cancel() that declines a wait, because it would close a wait-for cycle, leaks the handler "
-        + "when that handler finished just before"
-    ),
     "actors": (
       "a handler started after cancel() had returned",
       "an actor variant's handler task checks for cancellation before awaiting the handler, so the "

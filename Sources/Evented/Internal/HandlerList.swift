@@ -81,8 +81,10 @@ class SubscriptionCore: @unchecked Sendable {
       if FaultInjection.isPlanted(.cancelDoesNotWait) { return first }
       if !WaitRoom.shared.wait(for: self, runningOn: runner) {
         // The runner waits for this thread: it releases the handler when it returns.
-        if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
-        return first
+        guard first else { return false }
+        let now = word.bitwiseOr(Self.runnerReleases, ordering: .acquiringAndReleasing).oldValue
+        if now & ~(Self.ended | Self.runnerReleases) != 0 { return true }
+        // It returned meanwhile without seeing the request: release here.
       }
     }
     if first { releaseHandler() }

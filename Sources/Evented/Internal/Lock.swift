@@ -135,6 +135,8 @@ final class WaitRoom: @unchecked Sendable {
     let me = currentThreadID()
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }
+    // The handler may have returned already; then there is nothing to wait for.
+    guard core.runner == runner else { return true }
     var next = runner
     while let edge = waitsFor[next], edge.core.runner == edge.runner {
       if edge.runner == me { return false }
