@@ -31,8 +31,10 @@
 ///   subscription added from a handler does not receive the event being handled.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
 ///   the next send, subscription or ``observerCount``) or on
-///   ``Subscription/cancel()``; an invocation already running may finish after
-///   `cancel()` returns. Sequences and handler tasks do not keep the source alive:
+///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
+///   begins; one that began before may still be running, or even about to run its
+///   first statement, since `cancel()` does not block its thread waiting for an
+///   async handler. Sequences and handler tasks do not keep the source alive:
 ///   when it is deinitialized, its sequences finish and its handler tasks end.
 public actor ActorEventSource<Event: Sendable> {
   private var sinks = ContiguousArray<ActorSink<Event>>()

@@ -38,8 +38,10 @@
 ///   call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
 ///   the next write, subscription or ``observerCount``) or on
-///   ``Subscription/cancel()``; an invocation already running may finish after
-///   `cancel()` returns. Sequences and handler tasks do not keep the property alive:
+///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
+///   begins; one that began before may still be running, or even about to run its
+///   first statement, since `cancel()` does not block its thread waiting for an
+///   async handler. Sequences and handler tasks do not keep the property alive:
 ///   when it is deinitialized, its sequences finish and its handler tasks end.
 public actor ActorProperty<Value: Sendable> {
   /// The current value: the latest committed one.

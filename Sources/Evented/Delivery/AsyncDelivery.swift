@@ -384,9 +384,16 @@ private func runHandler<Message: Sendable>(
   _ handler: @Sendable (AnyObject, Message) async -> Void
 ) async {
   while let message = await core.buffer.next(isolation: nil) {
-    guard !core.isEnded, let owner = core.owner else { break }
+    // Starting is one atomic step with respect to cancel(): once cancel() has returned,
+    // this fails, so no handler starts after it.
+    guard core.startAsync() else { break }
+    guard let owner = core.owner else {
+      core.finishAsync()
+      break
+    }
     if core.isOnce { core.end() }
     await handler(owner, message)
+    core.finishAsync()
     if core.isOnce { break }
   }
   core.buffer.finish()

@@ -4,6 +4,8 @@
 //
 //   0                   idle: the handler may be started
 //   thread ID           running on that thread (IDs have their two low bits clear)
+//   `asyncRunner`       an actor variant's async handler is running (no thread to
+//                       wait for: ending it does not wait)
 //   bit 0 (`ended`)     ended: the handler is never started again
 //   bit 1 (`runnerReleases`)
 //                       the subscription was ended from inside its own handler; the
@@ -76,6 +78,11 @@ class SubscriptionCore: @unchecked Sendable {
       if first { word.bitwiseOr(Self.runnerReleases, ordering: .relaxed) }
       return first
     }
+    if runner == Self.asyncRunner {
+      // An actor variant's async handler: it may finish after this returns, and holds
+      // its handler in its own task.
+      return first
+    }
     if runner != 0 {
       // The planted bug returns while the handler runs (and keeps it, to stay memory-safe).
       if FaultInjection.isPlanted(.cancelDoesNotWait) { return first }
@@ -89,6 +96,22 @@ class SubscriptionCore: @unchecked Sendable {
     }
     if first { releaseHandler() }
     return first
+  }
+
+  /// The runner value of an async handler, which has no thread of its own. Its two
+  /// low bits are clear and no thread has this ID.
+  static let asyncRunner: UInt = ~UInt(3)
+
+  /// Marks an async handler as started, unless the subscription has ended.
+  ///
+  /// - Returns: false if it has ended: the handler must not start.
+  func startAsync() -> Bool {
+    word.compareExchange(expected: 0, desired: Self.asyncRunner, ordering: .acquiring).exchanged
+  }
+
+  /// Marks an async handler started by ``startAsync()`` as returned.
+  func finishAsync() {
+    word.wrappingSubtract(Self.asyncRunner, ordering: .releasing)
   }
 
   /// Ends the subscription and removes it from its source.
