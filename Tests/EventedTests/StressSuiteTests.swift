@@ -9,16 +9,6 @@ import Testing
 /// process would also break unrelated tests running in parallel. The suite runs its
 /// tests one at a time so that each child process gets the machine's cores.
 @Suite(.serialized) struct StressSuiteTests {
-  /// Runtime bugs the suite finds today, by scenario: the words of the violation message
-  /// and what is wrong. They are recorded as known issues so that the rest stays checked.
-  static let knownIssues: [String: (message: String, issue: String)] = [
-    "actors": (
-      "a handler started after cancel() had returned",
-      "an actor variant's handler task checks for cancellation before awaiting the handler, so the "
-        + "handler can start after cancel() returned"
-    ),
-  ]
-
   @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() {
     var options = StressOptions()
     options.seconds = 4
@@ -28,14 +18,6 @@ import Testing
     #expect(reports.contains { $0.skipped == nil })
     for report in reports where report.skipped == nil {
       #expect(report.operations > 0, "\(report.name) did nothing")
-      if let known = Self.knownIssues[report.name], report.violations > 0,
-        report.messages.allSatisfy({ $0.contains(known.message) })
-      {
-        withKnownIssue(Comment(rawValue: known.issue), isIntermittent: true) {
-          Issue.record("\(report.name): \(report.violations) violations: \(report.messages.joined(separator: "; "))")
-        }
-        continue
-      }
       #expect(report.violations == 0, "\(report.name): \(report.messages.joined(separator: "; "))")
     }
   }
