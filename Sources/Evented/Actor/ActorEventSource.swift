@@ -184,5 +184,5 @@ extension ActorEventSource where Event == Void {
 extension ActorEventSource: Detaching {
   /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
   /// and the actor drops it at the next send, subscription or `observerCount`.
-  nonisolated func detach(_ core: SubscriptionCore) {}
+  @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

@@ -255,5 +255,5 @@ extension ActorProperty where Value: Equatable {
 extension ActorProperty: Detaching {
   /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
   /// and the actor drops it at the next send, subscription or `observerCount`.
-  nonisolated func detach(_ core: SubscriptionCore) {}
+  @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

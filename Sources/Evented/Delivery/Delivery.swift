@@ -53,10 +53,11 @@ public struct MainActorDelivery: Sendable {
 }
 
 /// Where one subscription's handler is submitted when it does not run inline.
+@usableFromInline
 struct DeliveryTarget: @unchecked Sendable {
   // @unchecked Sendable: holds only an immutable reference to a DispatchQueue, which
   // is thread-safe.
-  let queue: DispatchQueue
+  @usableFromInline let queue: DispatchQueue
 
   /// A serial target for `delivery`, or nil to run inline.
   init?(_ delivery: Delivery) {
@@ -66,7 +67,7 @@ struct DeliveryTarget: @unchecked Sendable {
 
   static let main: DeliveryTarget = DeliveryTarget(Delivery.queue(.main))!
 
-  func submit(_ work: @escaping @Sendable () -> Void) {
+  @inlinable func submit(_ work: @escaping @Sendable () -> Void) {
     queue.async(execute: work)
   }
 }

@@ -26,7 +26,7 @@
 ///   ``Subscription/cancel()``. The source holds its owners weakly and does not keep
 ///   itself alive: when it is deinitialized, its subscriptions receive nothing more.
 public final class EventSource<Event: Sendable>: EventSourceProtocol {
-  let hub = Hub<Event, Void>(())
+  @usableFromInline let hub = Hub<Event, Void>(())
 
   /// Creates a source with no subscriptions.
   public init() {}
@@ -35,6 +35,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   ///
   /// - Parameter event: The event to broadcast.
   /// - Complexity: O(n) in the number of subscriptions, plus the handlers.
+  @inlinable
   public func send(_ event: Event) {
     hub.send(event)
   }
@@ -55,6 +56,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
 
 extension EventSource where Event == Void {
   /// Delivers an event to every current subscription.
+  @inlinable
   public func send() {
     hub.send(())
   }

@@ -25,10 +25,15 @@ public enum FaultInjection {
     set { plantedBug.store(newValue?.rawValue ?? 0, ordering: .relaxed) }
   }
 
-  @inline(__always)
   static func isPlanted(_ bug: Bug) -> Bool {
     plantedBug.load(ordering: .relaxed) == bug.rawValue
   }
 }
 
 private let plantedBug = Atomic<UInt8>(0)
+
+/// Whether queued deliveries are to be taken newest first (a planted bug).
+@usableFromInline @inline(never)
+func deliversOutOfOrder() -> Bool {
+  FaultInjection.isPlanted(.deliverOutOfOrder)
+}

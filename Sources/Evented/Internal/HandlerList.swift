@@ -30,36 +30,38 @@
 import Synchronization
 
 /// Implemented by a source so that a subscription can remove itself from it.
+@usableFromInline
 protocol Detaching: AnyObject, Sendable {
   /// Removes `core` from the source's list. Takes the source's lock.
   func detach(_ core: SubscriptionCore)
 }
 
 /// The type-erased part of one subscription.
+@usableFromInline
 class SubscriptionCore: @unchecked Sendable {
   // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
   // the top of this file; `slot` is guarded by the source's lock; `owner` and `source`
   // are weak references written once before the subscription is published.
 
-  static let ended: UInt = 1
-  static let runnerReleases: UInt = 2
+  @usableFromInline static let ended: UInt = 1
+  @usableFromInline static let runnerReleases: UInt = 2
 
-  let word = Atomic<UInt>(0)
-  weak var owner: AnyObject?
-  weak var source: (any Detaching)?
+  @usableFromInline let word = Atomic<UInt>(0)
+  @usableFromInline weak var owner: AnyObject?
+  @usableFromInline weak var source: (any Detaching)?
   /// The index of this subscription in its source's slot list, or -1 once removed.
   var slot = -1
   /// Ends the subscription just before its first invocation.
-  let isOnce: Bool
+  @usableFromInline let isOnce: Bool
   /// Where the handler runs; nil runs it inline on the delivering thread.
-  let target: DeliveryTarget?
+  @usableFromInline let target: DeliveryTarget?
 
   init(isOnce: Bool, target: DeliveryTarget?) {
     self.isOnce = isOnce
     self.target = target
   }
 
-  var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
+  @inlinable var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
 
   /// The thread running the handler now, or 0.
   var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
@@ -68,7 +70,7 @@ class SubscriptionCore: @unchecked Sendable {
   /// is not running on another thread.
   ///
   /// - Returns: true if this call ended it; false if it had ended already.
-  @discardableResult
+  @usableFromInline @discardableResult
   func end() -> Bool {
     let me = currentThreadID()
     let old = word.bitwiseOr(Self.ended, ordering: .acquiringAndReleasing).oldValue
@@ -125,11 +127,13 @@ class SubscriptionCore: @unchecked Sendable {
 }
 
 /// One subscription with a handler for `Message`.
+@usableFromInline
 final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   // @unchecked Sendable: see SubscriptionCore; `handler` is ordered by `word`.
-  typealias Handler = @Sendable (AnyObject, Message) -> Void
+  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
 
-  @exclusivity(unchecked) private var handler: Handler?
+  /// Replaced by a no-op when released, so that calling it needs no optional thunk.
+  @usableFromInline @exclusivity(unchecked) var handler: Handler
 
   init(owner: AnyObject?, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
@@ -138,14 +142,14 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   }
 
   override func releaseHandler() {
-    handler = nil
+    handler = { _, _ in }
   }
 
   /// Runs the handler with `message` unless the subscription has ended.
   ///
   /// - Parameter me: `currentThreadID()` of the calling thread.
   /// - Returns: false if the owner is gone (the subscription should be purged).
-  @inline(__always)
+  @inlinable @inline(__always)
   func run(_ message: Message, me: UInt) -> Bool {
     guard word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged else {
       return true
@@ -155,29 +159,33 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
       return false
     }
     if isOnce { word.bitwiseOr(Self.ended | Self.runnerReleases, ordering: .relaxed) }
-    let body = handler.unsafelyUnwrapped
+    let body = handler
     body(owner, message)
     finish(me)
-    if isOnce { source?.detach(self) }
+    if isOnce { detachFromSource() }
     return true
   }
 
-  @inline(__always)
-  private func finish(_ me: UInt) {
+  @usableFromInline func detachFromSource() {
+    source?.detach(self)
+  }
+
+  @inlinable @inline(__always)
+  func finish(_ me: UInt) {
     let old = word.wrappingSubtract(me, ordering: .acquiringAndReleasing).oldValue
     if old & (Self.ended | Self.runnerReleases) != 0 { finishEnded(old) }
   }
 
-  @inline(never)
-  private func finishEnded(_ old: UInt) {
-    if old & Self.runnerReleases != 0 { handler = nil }
+  @usableFromInline @inline(never)
+  func finishEnded(_ old: UInt) {
+    if old & Self.runnerReleases != 0 { releaseHandler() }
     if old & Self.ended != 0 { WaitRoom.shared.wakeAll() }
   }
 
   /// Delivers `message` inline or submits it to the subscription's queue.
   ///
   /// - Returns: false if the owner is gone.
-  @inline(__always)
+  @inlinable @inline(__always)
   func deliver(_ message: Message, me: UInt) -> Bool where Message: Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return true }

@@ -9,16 +9,17 @@
 // subscription its deliveries one at a time, in commit order, without nesting.
 
 /// One source's subscriptions, its stored value and its delivery queue.
+@usableFromInline
 final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   // @unchecked Sendable: every mutable field is in `state`, guarded by its lock.
-  let state: Lock<HubState<Message, Stored>>
+  @usableFromInline let state: Lock<HubState<Message, Stored>>
 
   init(_ stored: Stored) {
     state = Lock.make(HubState(stored: stored))
   }
 
   /// Commits `message` to the current subscriptions and delivers it.
-  @inline(__always)
+  @inlinable @inline(__always)
   func send(_ message: Message) {
     guard let first = state.withLock({ $0.commit(message) }) else { return }
     drain(first)
@@ -28,6 +29,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   ///
   /// `body` is user code run under the lock (a `modify` closure or `==`); it must not
   /// touch this source. What it returns is released after unlocking.
+  @inlinable
   func commit<Result, Failure: Error>(
     _ body: (inout Stored) throws(Failure) -> (Result, Message?)
   ) throws(Failure) -> Result {
@@ -42,7 +44,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   }
 
   /// Reads the stored value under the lock.
-  @inline(__always)
+  @inlinable @inline(__always)
   func read<Result>(_ body: (borrowing Stored) -> Result) -> Result {
     state.withLock { body($0.stored) }
   }
@@ -61,7 +63,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     if let first { drain(first) }
   }
 
-  func detach(_ core: SubscriptionCore) {
+  @usableFromInline func detach(_ core: SubscriptionCore) {
     var garbage = Garbage<Message>()
     state.withLock { $0.remove(core, garbage: &garbage) }
     garbage.dispose()
@@ -88,7 +90,8 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   }
 
   /// Delivers `first`, then every delivery queued meanwhile, then stops delivering.
-  private func drain(_ first: Pending<Message>) {
+  @inlinable
+  func drain(_ first: Pending<Message>) {
     let me = currentThreadID()
     var delivery = first
     while true {

@@ -17,6 +17,7 @@
 // a `Garbage` that the caller drops after unlocking.
 
 /// A committed delivery that has not run yet.
+@usableFromInline
 enum Pending<Message> {
   /// To every subscription of the snapshot taken at commit time.
   case all(Message, ContiguousArray<Entry<Message>>)
@@ -25,35 +26,39 @@ enum Pending<Message> {
 }
 
 /// What a transition took out of the state, to release after unlocking.
+@usableFromInline
 struct Garbage<Message> {
-  var snapshot: ContiguousArray<Entry<Message>>?
-  var removed: [Entry<Message>] = []
-  var owners: [AnyObject] = []
+  @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
+  @usableFromInline var removed: [Entry<Message>] = []
+  @usableFromInline var owners: [AnyObject] = []
+
+  @inlinable init() {}
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
   /// thread. Must be called without any lock held.
-  func dispose() {
+  @inlinable func dispose() {
     for entry in removed { entry.end() }
   }
 }
 
+@usableFromInline
 struct HubState<Message, Stored> {
-  var stored: Stored
-  var slots: ContiguousArray<Entry<Message>?> = []
-  var live = 0
-  var snapshot: ContiguousArray<Entry<Message>>?
-  var pending: ContiguousArray<Pending<Message>?> = []
-  var pendingHead = 0
-  var isDelivering = false
+  @usableFromInline var stored: Stored
+  @usableFromInline var slots: ContiguousArray<Entry<Message>?> = []
+  @usableFromInline var live = 0
+  @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
+  @usableFromInline var pending: ContiguousArray<Pending<Message>?> = []
+  @usableFromInline var pendingHead = 0
+  @usableFromInline var isDelivering = false
   /// The live count found by the last sweep.
-  var liveAtSweep = 0
+  @usableFromInline var liveAtSweep = 0
 
   init(stored: Stored) {
     self.stored = stored
   }
 
   /// The subscriptions as of now, as an immutable array.
-  mutating func currentSnapshot() -> ContiguousArray<Entry<Message>> {
+  @inlinable mutating func currentSnapshot() -> ContiguousArray<Entry<Message>> {
     if let snapshot { return snapshot }
     var fresh = ContiguousArray<Entry<Message>>()
     fresh.reserveCapacity(live)
@@ -66,13 +71,13 @@ struct HubState<Message, Stored> {
   ///
   /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
   ///   another thread is delivering (then it is queued for that thread).
-  mutating func commit(_ message: Message) -> Pending<Message>? {
+  @inlinable mutating func commit(_ message: Message) -> Pending<Message>? {
     guard live > 0 else { return nil }
     return start(.all(message, currentSnapshot()))
   }
 
   /// Runs `delivery` now if nobody is delivering, else queues it.
-  mutating func start(_ delivery: Pending<Message>) -> Pending<Message>? {
+  @inlinable mutating func start(_ delivery: Pending<Message>) -> Pending<Message>? {
     if isDelivering {
       pending.append(delivery)
       return nil
@@ -82,12 +87,12 @@ struct HubState<Message, Stored> {
   }
 
   /// The next queued delivery, or nil after marking delivery finished.
-  mutating func next() -> Pending<Message>? {
+  @inlinable mutating func next() -> Pending<Message>? {
     guard pendingHead < pending.count else {
       isDelivering = false
       return nil
     }
-    if FaultInjection.isPlanted(.deliverOutOfOrder), pending.count - pendingHead > 1 {
+    if pending.count - pendingHead > 1, deliversOutOfOrder() {
       let delivery = pending.removeLast()
       return delivery
     }
@@ -103,7 +108,7 @@ struct HubState<Message, Stored> {
 
   /// Appends a subscription; sweeps first once the slots have grown to twice the
   /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
-  mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
+  @usableFromInline mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
     if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage) }
     entry.slot = slots.count
     slots.append(entry)
@@ -112,12 +117,12 @@ struct HubState<Message, Stored> {
   }
 
   /// Moves the cached snapshot, if any, into `garbage`.
-  mutating func dropSnapshot(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func dropSnapshot(into garbage: inout Garbage<Message>) {
     if let old = snapshot.take() { garbage.snapshot = old }
   }
 
   /// Removes one subscription, if it is still listed.
-  mutating func remove(_ entry: SubscriptionCore, garbage: inout Garbage<Message>) {
+  @usableFromInline mutating func remove(_ entry: SubscriptionCore, garbage: inout Garbage<Message>) {
     let slot = entry.slot
     guard slot >= 0, slot < slots.count, let listed = slots[slot], listed === entry else { return }
     slots[slot] = nil
@@ -129,7 +134,7 @@ struct HubState<Message, Stored> {
   }
 
   /// Removes every subscription.
-  mutating func removeAll(into garbage: inout Garbage<Message>) {
+  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) {
     for case let entry? in slots {
       entry.slot = -1
       garbage.removed.append(entry)
@@ -142,7 +147,7 @@ struct HubState<Message, Stored> {
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
   ///
   /// - Complexity: O(n) in the number of slots.
-  mutating func sweep(into garbage: inout Garbage<Message>) {
+  @usableFromInline mutating func sweep(into garbage: inout Garbage<Message>) {
     var kept = ContiguousArray<Entry<Message>?>()
     kept.reserveCapacity(live)
     for case let entry? in slots {

@@ -24,10 +24,15 @@
 #endif
 
 /// A non-recursive lock stored with the state it guards; use only through `withLock`.
+@usableFromInline
 struct Lock<State>: @unchecked Sendable {
   // @unchecked Sendable: the pthread mutex in `storage` guards the state stored beside
   // it; the state is touched only inside `withLock`.
-  private let storage: LockStorage<State>
+  @usableFromInline let storage: LockStorage<State>
+
+  @usableFromInline init(storage: LockStorage<State>) {
+    self.storage = storage
+  }
 
   static func make(_ initial: State) -> Lock<State> {
     Lock(storage: LockStorage.make(initial))
@@ -37,7 +42,7 @@ struct Lock<State>: @unchecked Sendable {
   ///
   /// `body` must not call user code, with two documented exceptions (`modify` and
   /// `==`). Locking twice on one thread stops with a message instead of deadlocking.
-  @inline(__always)
+  @inlinable @inline(__always)
   func withLock<Result, Failure: Error>(
     _ body: (inout State) throws(Failure) -> Result
   ) throws(Failure) -> Result {
@@ -47,6 +52,7 @@ struct Lock<State>: @unchecked Sendable {
 
 /// One heap object holding the mutex (as the element) and the state (as the header),
 /// so that reaching the state costs no exclusivity check.
+@usableFromInline
 final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
   static func make(_ initial: State) -> LockStorage<State> {
     let buffer = LockStorage<State>.create(minimumCapacity: 1) { _ in initial }
@@ -65,7 +71,7 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
     _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
   }
 
-  @inline(__always)
+  @inlinable @inline(__always)
   func withLock<Result, Failure: Error>(
     _ body: (inout State) throws(Failure) -> Result
   ) throws(Failure) -> Result {
@@ -77,8 +83,8 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
   }
 }
 
-@inline(never)
-private func lockFailed(_ status: Int32) -> Never {
+@usableFromInline @inline(never)
+func lockFailed(_ status: Int32) -> Never {
   if status == EDEADLK {
     fatalError(
       """
@@ -92,7 +98,7 @@ private func lockFailed(_ status: Int32) -> Never {
 }
 
 /// An identifier of the calling thread, never zero, with its two low bits clear.
-@inline(__always)
+@inlinable @inline(__always)
 func currentThreadID() -> UInt {
   #if canImport(Darwin)
     return UInt(bitPattern: pthread_self())

@@ -26,8 +26,15 @@ extension Change: Hashable where Value: Hashable {}
 
 /// What a property's hub delivers: one committed change, or the current value replayed
 /// to a new subscription (`isInitial`, with `old` equal to `new`).
+@usableFromInline
 struct Update<Value: Sendable>: Sendable {
-  let old: Value
-  let new: Value
-  let isInitial: Bool
+  @usableFromInline let old: Value
+  @usableFromInline let new: Value
+  @usableFromInline let isInitial: Bool
+
+  @inlinable init(old: Value, new: Value, isInitial: Bool) {
+    self.old = old
+    self.new = new
+    self.isInitial = isInitial
+  }
 }

@@ -31,8 +31,8 @@
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
 @propertyWrapper
 public final class Property<Value: Sendable>: PropertyProtocol {
-  let hub: Hub<Update<Value>, Value>
-  let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  @usableFromInline let hub: Hub<Update<Value>, Value>
+  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
     hub = Hub(value)
@@ -52,12 +52,14 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// The current value. Setting it commits and notifies the subscriptions.
   ///
   /// - Note: `value += 1` is a read and a write, not atomic; use ``modify(_:)``.
+  @inlinable
   public var value: Value {
     get { hub.read { copy $0 } }
     set { write(newValue) }
   }
 
   /// The current value, as a property wrapper.
+  @inlinable
   public var wrappedValue: Value {
     get { value }
     set { write(newValue) }
@@ -83,7 +85,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// - Important: `body` must not read, write, observe or modify this property: that
   ///   would deadlock, so it stops the program with a message instead. Touching other
   ///   sources from `body` can deadlock against a thread that does the opposite.
-  @discardableResult
+  @inlinable @discardableResult
   public func modify<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
@@ -104,6 +106,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     return try outcome.get()
   }
 
+  @inlinable
   func write(_ newValue: Value) {
     hub.commit { stored -> ((), Update<Value>?) in
       if let isDuplicate, isDuplicate(stored, newValue) { return ((), nil) }
