@@ -12,7 +12,7 @@ let package = Package(
     .target(name: "Evented"),
     .target(name: "StressKit", dependencies: ["Evented"], path: "Stress/StressKit"),
     .executableTarget(name: "Stress", dependencies: ["Evented", "StressKit"], path: "Stress", exclude: ["StressKit"]),
-    .testTarget(name: "EventedTests", dependencies: ["Evented", "StressKit"]),
+    .testTarget(name: "EventedTests", dependencies: ["Evented"]),
   ],
   swiftLanguageModes: [.v6]
 )

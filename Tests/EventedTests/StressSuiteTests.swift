@@ -1,5 +1,4 @@
 import Foundation
-import StressKit
 import Testing
 
 /// The stress suite must pass on the real runtime and fail on each planted bug.
@@ -9,17 +8,15 @@ import Testing
 /// process would also break unrelated tests running in parallel. The suite runs its
 /// tests one at a time so that each child process gets the machine's cores.
 @Suite(.serialized) struct StressSuiteTests {
-  @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() {
-    var options = StressOptions()
-    options.seconds = 4
-    options.threads = 8
-    options.printsReport = false
-    let reports = StressSuite.run(options)
-    #expect(reports.contains { $0.skipped == nil })
-    for report in reports where report.skipped == nil {
-      #expect(report.operations > 0, "\(report.name) did nothing")
-      #expect(report.violations == 0, "\(report.name): \(report.messages.joined(separator: "; "))")
-    }
+  @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() throws {
+    // In a child process too: the async scenarios need the cooperative thread pool,
+    // which tests running in parallel in this process may keep busy.
+    let executable = try #require(
+      StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
+    let (status, output) = try StressExecutable.run(executable, ["--seconds", "6", "--threads", "8"])
+    #expect(status == 0, "exit status \(status); output:\n\(output)")
+    #expect(output.contains("summary: "), "\(output)")
+    #expect(output.contains(" 0 failed"), "\(output)")
   }
 
   @Test(arguments: [
@@ -37,14 +34,6 @@ import Testing
     let line = try #require(output.split(separator: "\n").first { $0.hasPrefix(scenario + " ") }, "\(output)")
     let violations = line.split(separator: " ").drop { $0 != "violations" }.dropFirst().first.flatMap { Int($0) }
     #expect((violations ?? 0) > 0, "\(line)")
-  }
-
-  @Test func executableReportsEachScenarioAndExitsZeroWhenAllHold() throws {
-    let executable = try #require(StressExecutable.url)
-    let (status, output) = try StressExecutable.run(executable, ["--seconds", "1", "--scenario", "cancel-race"])
-    #expect(status == 0, "\(output)")
-    #expect(output.contains("cancel-race "))
-    #expect(output.contains("summary: 1 passed, 0 failed"))
   }
 }
 
