@@ -116,6 +116,24 @@ class SubscriptionCore: @unchecked Sendable {
     word.wrappingSubtract(Self.asyncRunner, ordering: .releasing)
   }
 
+  /// Ends a subscription found ended or ownerless by a sweep, without waiting.
+  ///
+  /// If another call ended it first, that call owns the release. If a handler runs
+  /// (its owner died a moment ago, or it is a once-only handler), the runner releases
+  /// the handler when it returns; nobody waits for it, so a sweep can never block on a
+  /// handler that no one cancelled.
+  @usableFromInline
+  func endSwept() {
+    let old = word.bitwiseOr(Self.ended, ordering: .acquiringAndReleasing).oldValue
+    guard old & Self.ended == 0 else { return }
+    if old & ~(Self.ended | Self.runnerReleases) != 0 {
+      let now = word.bitwiseOr(Self.runnerReleases, ordering: .acquiringAndReleasing).oldValue
+      // Still running: the runner sees the request when it returns.
+      if now & ~(Self.ended | Self.runnerReleases) != 0 { return }
+    }
+    releaseHandler()
+  }
+
   /// Ends the subscription and removes it from its source.
   func cancel() {
     end()
@@ -158,7 +176,15 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
       finish(me)
       return false
     }
-    if isOnce { word.bitwiseOr(Self.ended | Self.runnerReleases, ordering: .relaxed) }
+    if isOnce,
+      !word.compareExchange(
+        expected: me, desired: me | Self.ended | Self.runnerReleases, ordering: .acquiringAndReleasing
+      ).exchanged
+    {
+      // Ended by another thread since the start: that thread releases the handler.
+      finish(me)
+      return true
+    }
     let body = handler
     body(owner, message)
     finish(me)

@@ -29,15 +29,21 @@ enum Pending<Message> {
 @usableFromInline
 struct Garbage<Message> {
   @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
+  /// Removed by `removeAllObservers`: ended with a wait, as `cancel()` does.
   @usableFromInline var removed: [Entry<Message>] = []
+  /// Removed by a sweep or a detach: already ended, or ownerless; ended without a wait.
+  @usableFromInline var swept: [Entry<Message>] = []
   @usableFromInline var owners: [AnyObject] = []
+  /// Owners loaded by the incremental scan, released after unlocking.
+  @usableFromInline var scannedOwners: (AnyObject?, AnyObject?)
 
   @inlinable init() {}
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
-  /// thread. Must be called without any lock held.
+  /// thread, and the swept ones without waiting. Must be called without any lock held.
   @inlinable func dispose() {
     for entry in removed { entry.end() }
+    for entry in swept { entry.endSwept() }
   }
 }
 
@@ -52,6 +58,8 @@ struct HubState<Message, Stored> {
   @usableFromInline var isDelivering = false
   /// The live count found by the last sweep.
   @usableFromInline var liveAtSweep = 0
+  /// Where the incremental scan for dead owners continues.
+  @usableFromInline var scanCursor = 0
 
   init(stored: Stored) {
     self.stored = stored
@@ -102,6 +110,11 @@ struct HubState<Message, Stored> {
     if pendingHead == pending.count {
       pending.removeAll(keepingCapacity: pending.count <= 64)
       pendingHead = 0
+    } else if pendingHead >= 32, pendingHead * 2 >= pending.count {
+      // Under steady contention the queue may never run empty: drop the taken (nil)
+      // slots so it does not grow by one per delivery.
+      pending.removeSubrange(0..<pendingHead)
+      pendingHead = 0
     }
     return delivery
   }
@@ -114,6 +127,30 @@ struct HubState<Message, Stored> {
     slots.append(entry)
     live += 1
     dropSnapshot(into: &garbage)
+    scanNext(into: &garbage)
+  }
+
+  /// Checks the next two slots for a subscription that ended or whose owner is gone,
+  /// and removes it: every subscribe moves the scan on, so the subscriptions of dead
+  /// owners are found within half as many subscribes as there are slots, even
+  /// without a send.
+  @usableFromInline mutating func scanNext(into garbage: inout Garbage<Message>) {
+    for step in 0..<2 {
+      if scanCursor >= slots.count { scanCursor = 0 }
+      let index = scanCursor
+      scanCursor += 1
+      guard let entry = slots[index] else { continue }
+      if !entry.isEnded, let owner = entry.owner {
+        if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
+        continue
+      }
+      slots[index] = nil
+      entry.slot = -1
+      live -= 1
+      garbage.swept.append(entry)
+      dropSnapshot(into: &garbage)
+    }
+    if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
   }
 
   /// Moves the cached snapshot, if any, into `garbage`.
@@ -128,7 +165,7 @@ struct HubState<Message, Stored> {
     slots[slot] = nil
     entry.slot = -1
     live -= 1
-    garbage.removed.append(listed)
+    garbage.swept.append(listed)
     dropSnapshot(into: &garbage)
     if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
   }
@@ -160,7 +197,7 @@ struct HubState<Message, Stored> {
         kept.append(entry)
       } else {
         entry.slot = -1
-        garbage.removed.append(entry)
+        garbage.swept.append(entry)
       }
     }
     if kept.count != slots.count || kept.count != live { dropSnapshot(into: &garbage) }

@@ -122,6 +122,8 @@ final class WaitRoom: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   private let condition: UnsafeMutablePointer<pthread_cond_t>
   /// For each waiting thread, the subscription it waits for and that one's runner.
+  /// Removing an edge never releases the last reference to a subscription (hence
+  /// never runs a handler's deinit under `mutex`): the waiting caller holds it.
   private var waitsFor: [UInt: (runner: UInt, core: SubscriptionCore)] = [:]
 
   private init() {

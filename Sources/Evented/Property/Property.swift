@@ -84,7 +84,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// - Returns: What `body` returns.
   /// - Important: `body` must not read, write, observe or modify this property: that
   ///   would deadlock, so it stops the program with a message instead. Touching other
-  ///   sources from `body` can deadlock against a thread that does the opposite.
+  ///   sources from `body` can deadlock against a thread that does the opposite, and
+  ///   cancelling a subscription (or dropping the last handle of an owner-less one)
+  ///   inside `body` waits for its running handler while the lock is held.
   @inlinable @discardableResult
   public func modify<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
