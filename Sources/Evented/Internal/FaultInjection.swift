@@ -6,9 +6,29 @@
 import Synchronization
 
 /// Switches that plant one known bug at a time, for testing the tests.
+///
+/// ```swift
+/// @_spi(FaultInjection) import Evented
+/// FaultInjection.planted = .cancelDoesNotWait
+/// ```
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** The switch is an atomic; set it from any thread.
+/// - **Ordering:** Code already running may see the change late; set it before the
+///   work it should affect starts.
+/// - **Reentrancy:** Not applicable.
+/// - **Lifetime:** Process-wide: it affects every source in the process.
 @_spi(FaultInjection)
 public enum FaultInjection {
   /// A bug that can be planted.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** A value type; `Sendable`.
+  /// - **Ordering:** Not applicable.
+  /// - **Reentrancy:** Not applicable.
+  /// - **Lifetime:** Not applicable.
   public enum Bug: UInt8, Sendable, CaseIterable {
     /// Deliveries queued behind a running delivery pass are taken newest first,
     /// breaking commit order.
