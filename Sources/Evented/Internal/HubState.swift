@@ -144,12 +144,23 @@ struct HubState<Message, Stored> {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
       }
-      slots[index] = nil
-      entry.slot = -1
-      live -= 1
-      garbage.swept.append(entry)
-      dropSnapshot(into: &garbage)
+      vacate(index, into: &garbage)
     }
+    sweepIfMostlyTombstones(into: &garbage)
+  }
+
+  /// Leaves a tombstone at `index` and moves its subscription into `garbage`.
+  @usableFromInline mutating func vacate(_ index: Int, into garbage: inout Garbage<Message>) {
+    guard let entry = slots[index] else { return }
+    slots[index] = nil
+    entry.slot = -1
+    live -= 1
+    garbage.swept.append(entry)
+    dropSnapshot(into: &garbage)
+  }
+
+  /// Sweeps once tombstones outnumber the live subscriptions (or 32).
+  @usableFromInline mutating func sweepIfMostlyTombstones(into garbage: inout Garbage<Message>) {
     if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
   }
 
@@ -161,13 +172,9 @@ struct HubState<Message, Stored> {
   /// Removes one subscription, if it is still listed.
   @usableFromInline mutating func remove(_ entry: SubscriptionCore, garbage: inout Garbage<Message>) {
     let slot = entry.slot
-    guard slot >= 0, slot < slots.count, let listed = slots[slot], listed === entry else { return }
-    slots[slot] = nil
-    entry.slot = -1
-    live -= 1
-    garbage.swept.append(listed)
-    dropSnapshot(into: &garbage)
-    if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
+    guard slot >= 0, slot < slots.count, slots[slot] === entry else { return }
+    vacate(slot, into: &garbage)
+    sweepIfMostlyTombstones(into: &garbage)
   }
 
   /// Removes every subscription.
