@@ -52,6 +52,12 @@ public enum FaultInjection {
 
 private let plantedBug = Atomic<UInt8>(0)
 
+/// Whether sweeps are to keep subscriptions whose owner is gone (a planted bug).
+@usableFromInline @inline(never)
+func keepsDeadOwners() -> Bool {
+  FaultInjection.isPlanted(.keepDeadOwners)
+}
+
 /// Whether queued deliveries are to be taken newest first (a planted bug).
 @usableFromInline @inline(never)
 func deliversOutOfOrder() -> Bool {

@@ -144,6 +144,7 @@ struct HubState<Message, Stored> {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
       }
+      if !entry.isEnded, keepsDeadOwners() { continue }
       vacate(index, into: &garbage)
     }
     sweepIfMostlyTombstones(into: &garbage)
@@ -199,7 +200,7 @@ struct HubState<Message, Stored> {
         garbage.owners.append(owner)
         entry.slot = kept.count
         kept.append(entry)
-      } else if !entry.isEnded, FaultInjection.isPlanted(.keepDeadOwners) {
+      } else if !entry.isEnded, keepsDeadOwners() {
         entry.slot = kept.count
         kept.append(entry)
       } else {
