@@ -1,7 +1,6 @@
+import Evented
 import Synchronization
 import Testing
-
-import Evented
 
 /// Keeps the README's example compiling and doing what it says.
 @Suite struct ReadmeExampleTests {

@@ -22,12 +22,13 @@ import Testing
     #expect(entered.wait())
     // The once-only handler has ended itself and is still running on the queue. The
     // sweeps of observerCount and of the subscribes below must not wait for it.
-    #expect(completesOnAnotherThread {
-      _ = source.observerCount
-      let owners = (0..<100).map { _ in Owner() }
-      for owner in owners { source.observe(with: owner) { _, _ in } }
-      _ = source.observerCount
-    })
+    #expect(
+      completesOnAnotherThread {
+        _ = source.observerCount
+        let owners = (0..<100).map { _ in Owner() }
+        for owner in owners { source.observe(with: owner) { _, _ in } }
+        _ = source.observerCount
+      })
     release.open()
     let drained = Gate()
     queue.async { drained.open() }
@@ -50,10 +51,11 @@ import Testing
     source.send(1)
     #expect(entered.wait())
     owner = nil
-    #expect(completesOnAnotherThread {
-      for event in 2...50 { source.send(event) }
-      _ = source.observerCount
-    })
+    #expect(
+      completesOnAnotherThread {
+        for event in 2...50 { source.send(event) }
+        _ = source.observerCount
+      })
     release.open()
     let drained = Gate()
     queue.async { drained.open() }
