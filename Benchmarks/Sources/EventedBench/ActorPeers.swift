@@ -3,8 +3,8 @@
 // delivery has happened, not when the last send returns.
 
 import Dispatch
-import Foundation
 import Evented
+import Foundation
 import Synchronization
 
 /// Runs `body` in a detached task and blocks the calling thread until it returns.
