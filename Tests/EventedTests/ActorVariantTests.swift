@@ -257,6 +257,18 @@ private struct Profile: Equatable, Sendable {
     withExtendedLifetime(watcher) {}
   }
 
+  @Test func dedupIsExactActorOwnerlessKeyPathObservationSkipsWritesThatLeaveThePartEqual() async {
+    let property = ActorProperty(Profile(name: "first", visits: 0))
+    let names = Log<String>()
+    let subscription = await property.observe(\.name) { name in names.append(name) }
+    await property.modify { $0.visits += 1 }
+    await property.modify { $0.name = "second" }
+    await property.modify { $0.visits += 1 }
+    #expect(await settles { names.all.last == "second" })
+    #expect(names.all == ["first", "second"])
+    subscription.cancel()
+  }
+
   // MARK: Lifetime and cancellation
 
   @Test func actorHandlerSubscriptionEndsWhenItsOwnerDeinitializes() async {

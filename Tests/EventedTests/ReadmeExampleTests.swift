@@ -21,9 +21,9 @@ import Testing
     let profile = Profile()
     let token = profile.name.observe { name in print("name:", name) }
     profile.didFail.observe(with: token) { _, message in print("failed:", message) }
-    profile.name.modify { $0 += "Ada" }
+    profile.name.modify { $0 += "guest" }
     profile.didFail.send("offline")
 
-    #expect(printed.lines.withLock { $0 } == ["name: ", "name: Ada", "failed: offline"])
+    #expect(printed.lines.withLock { $0 } == ["name: ", "name: guest", "failed: offline"])
   }
 }

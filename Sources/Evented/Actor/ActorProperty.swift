@@ -184,6 +184,17 @@ public actor ActorProperty<Value: Sendable> {
     }
   }
 
+  /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
+  /// part changes, for as long as the returned subscription is kept.
+  public func observe<Part: Equatable & Sendable>(
+    _ keyPath: KeyPath<Value, Part> & Sendable,
+    _ handler: @escaping @Sendable (Part) async -> Void
+  ) -> Subscription {
+    subscribe(owner: nil, replays: true) { _, update in
+      if let part = update.changedPart(keyPath) { await handler(part) }
+    }
+  }
+
   private func commit(_ newValue: Value) {
     if let isDuplicate, isDuplicate(value, newValue) { return }
     let old = value
