@@ -54,9 +54,7 @@ public struct MainActorDelivery: Sendable {
 
 /// Where one subscription's handler is submitted when it does not run inline.
 @usableFromInline
-struct DeliveryTarget: @unchecked Sendable {
-  // @unchecked Sendable: holds only an immutable reference to a DispatchQueue, which
-  // is thread-safe.
+struct DeliveryTarget: Sendable {
   @usableFromInline let queue: DispatchQueue
 
   /// A serial target for `delivery`, or nil to run inline.
