@@ -4,32 +4,9 @@ import Testing
 
 @testable import Evented
 
-/// A value behind an `NSLock` (pthread-based, which Thread Sanitizer understands).
-private final class Locked<Value>: @unchecked Sendable {
-  // @unchecked Sendable: `lock` guards `value`.
-  private let lock = NSLock()
-  private var value: Value
-  init(_ value: Value) { self.value = value }
-  func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
-    lock.lock()
-    defer { lock.unlock() }
-    return body(&value)
-  }
-}
-
-/// Polls `isDone` until it holds or `timeout` passes; the deadline only bounds the wait.
-private func settles(timeout: Duration = .seconds(20), _ isDone: @Sendable () async -> Bool) async -> Bool {
-  let deadline = ContinuousClock.now + timeout
-  while ContinuousClock.now < deadline {
-    if await isDone() { return true }
-    try? await Task.sleep(for: .milliseconds(1))
-  }
-  return await isDone()
-}
-
 /// Everything a handler saw, in order.
 private final class Log<Item: Sendable>: Sendable {
-  let items = Locked<[Item]>([])
+  let items = Monitor<[Item]>([])
   func append(_ item: Item) { items.withLock { $0.append(item) } }
   var all: [Item] { items.withLock { $0 } }
   var count: Int { items.withLock { $0.count } }
@@ -48,7 +25,7 @@ private final class OverlapProbe: Sendable {
 private final class Watcher: Sendable {}
 
 private final class SubscriptionSlot: Sendable {
-  let subscription = Locked<Subscription?>(nil)
+  let subscription = Monitor<Subscription?>(nil)
 }
 
 @MainActor private final class ActorScreen {
@@ -115,7 +92,7 @@ private struct Profile: Equatable, Sendable {
     let property = ActorProperty(0)
     let handled = Log<Int>()
     let changes = Log<Change<Int>>()
-    let latest = Locked<Int>(-1)
+    let latest = Monitor<Int>(-1)
     let subscription = await property.observe { value in handled.append(value) }
     let changeSubscription = await property.observeChanges { change in changes.append(change) }
     let values = await property.values
@@ -374,7 +351,7 @@ private struct Profile: Equatable, Sendable {
     await property.setValue("b")
     await streaming.value
     #expect(screen.streamed == ["", "a", "b"])
-    #expect(await settles { await screen.shown == [1, 2, 3] })
+    #expect(await settles { screen.shown == [1, 2, 3] })
     subscription.cancel()
   }
 }

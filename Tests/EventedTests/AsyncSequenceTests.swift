@@ -4,31 +4,6 @@ import Testing
 
 @testable import Evented
 
-/// A value behind an `NSLock` (pthread-based, which Thread Sanitizer understands).
-private final class Locked<Value>: @unchecked Sendable {
-  // @unchecked Sendable: `lock` guards `value`.
-  private let lock = NSLock()
-  private var value: Value
-  init(_ value: Value) { self.value = value }
-  func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
-    lock.lock()
-    defer { lock.unlock() }
-    return body(&value)
-  }
-}
-
-/// Polls `isDone` until it holds or `timeout` passes; the deadline only bounds the wait.
-private func settles(
-  isolation: isolated (any Actor)? = #isolation, timeout: Duration = .seconds(20), _ isDone: () -> Bool
-) async -> Bool {
-  let deadline = ContinuousClock.now + timeout
-  while ContinuousClock.now < deadline {
-    if isDone() { return true }
-    try? await Task.sleep(for: .milliseconds(1))
-  }
-  return isDone()
-}
-
 /// An integer that escaping closures can share.
 private final class SharedInt: Sendable {
   let atomic: Atomic<Int>
@@ -49,7 +24,7 @@ private final class SharedFlag: Sendable {
 private func onNewThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
   final class Join: Sendable {
     let remaining: SharedInt
-    let waiter = Locked<CheckedContinuation<Void, Never>?>(nil)
+    let waiter = Monitor<CheckedContinuation<Void, Never>?>(nil)
     init(_ count: Int) { remaining = SharedInt(count) }
   }
   let join = Join(count)
