@@ -355,9 +355,8 @@ private final class ProfileModel: Sendable {
     let values = view!.values
     property = nil
     let task = Task { await collect(values) }
-    property = view?.property
-    #expect(property?.observerCount == 1, "the view keeps the property alive")
-    property = nil
+    #expect(view?.observerCount == 1, "the view keeps the property alive")
+    #expect(view?.value == 1)
     view = nil
     #expect(await task.value == [1])
   }

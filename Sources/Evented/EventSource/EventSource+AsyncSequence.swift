@@ -27,8 +27,10 @@
 ///   committed before is delivered.
 /// - **Reentrancy:** Iterating never blocks the source: the sender only appends to the
 ///   buffer, and the waiting task is resumed after every lock is released.
-/// - **Lifetime:** The sequence does not keep its source alive. When the source is
-///   deinitialized, the sequence delivers what it has buffered and then finishes.
+/// - **Lifetime:** The sequence does not keep an ``EventSource`` alive. When the source
+///   is deinitialized, the sequence delivers what it has buffered and then finishes.
+///   The sequence of a derived source (`map`, `filter`, `compactMap`, `merge`) keeps
+///   that source, and so the sources it derives from, alive until iteration ends.
 public struct AsyncEvents<Event: Sendable>: AsyncSequence, Sendable {
   public typealias Element = Event
   public typealias Failure = Never
@@ -92,8 +94,9 @@ extension EventSourceProtocol {
   public func events(bufferingPolicy: BufferingPolicy = .unbounded) -> AsyncEvents<Event> {
     let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
     let link = SourceLink(buffer)
+    let anchor = anchor
     let entry = Entry<Event>(owner: buffer, target: nil) { owner, event in
-      withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<Event>.self).push(event) }
+      withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Event>.self).push(event) }
     }
     hub.subscribe(buffer, with: entry, replay: nil)
     return AsyncEvents(buffer: buffer)

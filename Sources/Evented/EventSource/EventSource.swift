@@ -62,7 +62,8 @@ extension EventSource where Event == Void {
   }
 }
 
-/// A view of an ``EventSource`` that can observe but not send.
+/// A view of an ``EventSource`` that can observe but not send, or a source derived
+/// from others with `map`, `filter`, `compactMap` or `merge`.
 ///
 /// ```swift
 /// final class Uploader: Sendable {
@@ -76,10 +77,24 @@ extension EventSource where Event == Void {
 /// - **Thread safety:** `Sendable`; every member may be called from any thread.
 /// - **Ordering:** As the ``EventSource`` it views.
 /// - **Reentrancy:** As the ``EventSource`` it views.
-/// - **Lifetime:** The view keeps its source alive; subscriptions follow the ownership
-///   rule of ``EventSource``.
+/// - **Lifetime:** A view keeps its source alive; subscriptions follow the ownership
+///   rule of ``EventSource``. A derived source keeps its sources and its transform
+///   alive; a source never keeps a derived source alive, but each subscription to the
+///   derived source does.
 public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
   let hub: Hub<Event, Void>
+  /// The node of a derived source (`map`, `filter`, `merge`, …); nil for a view.
+  let derived: DerivedEventSource<Event>?
+
+  init(hub: Hub<Event, Void>) {
+    self.hub = hub
+    derived = nil
+  }
+
+  init(derived: DerivedEventSource<Event>) {
+    hub = derived.hub
+    self.derived = derived
+  }
 
   /// This view itself.
   public var readOnly: ReadOnlyEventSource<Event> { self }

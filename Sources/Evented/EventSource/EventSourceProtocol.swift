@@ -18,6 +18,9 @@ public protocol EventSourceProtocol<Event>: Sendable {
 extension EventSourceProtocol {
   var hub: Hub<Event, Void> { readOnly.hub }
 
+  /// What every subscription keeps alive: the node of a derived source, or nil.
+  var anchor: (any AnyObject & Sendable)? { readOnly.derived }
+
   /// The number of subscriptions whose owner is alive.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
@@ -37,12 +40,12 @@ extension EventSourceProtocol {
   /// - Returns: A handle that may cancel the subscription early; dropping it does not
   ///   end the subscription.
   @discardableResult
-  public func observe<Owner: AnyObject>(
+  public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), handler)
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -52,12 +55,12 @@ extension EventSourceProtocol {
   /// source.observe(with: self, on: .main) { me, event in me.label.text = event }
   /// ```
   @discardableResult
-  public func observe<Owner: AnyObject>(
+  public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, handler)
+    hub.observeOnMain(owner: owner, anchor: anchor, handler)
   }
 
   /// Calls `handler` with every event from now on, for as long as the returned
@@ -71,7 +74,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), handler)
+    hub.observe(target: DeliveryTarget(delivery), anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -80,7 +83,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(handler)
+    hub.observeOnMain(anchor: anchor, handler)
   }
 
   /// Calls `handler` with the next event only, if `owner` is still alive then.
@@ -88,23 +91,23 @@ extension EventSourceProtocol {
   /// - Note: At most once, even when events are sent concurrently or from inside the
   ///   handler.
   @discardableResult
-  public func observeOnce<Owner: AnyObject>(
+  public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), isOnce: true, handler)
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if
   /// `owner` is still alive then.
   @discardableResult
-  public func observeOnce<Owner: AnyObject>(
+  public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, isOnce: true, handler)
+    hub.observeOnMain(owner: owner, isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if the
@@ -113,7 +116,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(isOnce: true, handler)
+    hub.observeOnMain(isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls `handler` with the next event only, if the returned subscription is still
@@ -122,6 +125,6 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), isOnce: true, handler)
+    hub.observe(target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 }

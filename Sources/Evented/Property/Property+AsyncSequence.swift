@@ -31,8 +31,10 @@
 ///   writers stop is the property's `value`.
 /// - **Reentrancy:** Iterating never blocks writers: a write only appends to the
 ///   buffer, and the waiting task is resumed after every lock is released.
-/// - **Lifetime:** The sequence does not keep its property alive. When the property is
-///   deinitialized, the sequence delivers what it has buffered and then finishes.
+/// - **Lifetime:** The sequence does not keep a ``Property`` alive. When the property is
+///   deinitialized, the sequence delivers what it has buffered and then finishes. The
+///   sequence of a derived value (`map`, `combineLatest`, `flatMapLatest`) keeps that
+///   value, and so its sources, alive until iteration ends.
 public struct AsyncValues<Value: Sendable>: AsyncSequence, Sendable {
   public typealias Element = Value
   public typealias Failure = Never
@@ -102,8 +104,9 @@ extension PropertyProtocol {
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
     let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
     let link = SourceLink(buffer)
+    let anchor = anchor
     let entry = Entry<Update<Value>>(owner: buffer, target: nil) { owner, update in
-      withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
+      withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
     }
     hub.subscribe(buffer, with: entry, replay: replayCurrent)
     return AsyncValues(buffer: buffer)

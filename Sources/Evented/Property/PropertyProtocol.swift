@@ -19,7 +19,10 @@ public protocol PropertyProtocol<Value>: Sendable {
 }
 
 extension PropertyProtocol {
-  var hub: Hub<Update<Value>, Value> { readOnly.property.hub }
+  var hub: Hub<Update<Value>, Value> { readOnly.hub }
+
+  /// What every subscription keeps alive: the node of a derived value, or nil.
+  var anchor: (any AnyObject & Sendable)? { readOnly.derived }
 
   /// The number of subscriptions whose owner is alive.
   ///
@@ -43,12 +46,13 @@ extension PropertyProtocol {
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
   @discardableResult
-  public func observe<Owner: AnyObject>(
+  public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent) { owner, update in
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) {
+      owner, update in
       handler(owner, update.new)
     }
   }
@@ -56,12 +60,12 @@ extension PropertyProtocol {
   /// Calls a main-actor `handler` on the main queue with the current value, then with
   /// every new value, for as long as `owner` lives.
   @discardableResult
-  public func observe<Owner: AnyObject>(
+  public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: replayCurrent) { owner, update in
+    hub.observeOnMain(owner: owner, replay: replayCurrent, anchor: anchor) { owner, update in
       handler(owner, update.new)
     }
   }
@@ -72,7 +76,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent) { update in
+    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) { update in
       handler(update.new)
     }
   }
@@ -83,7 +87,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: replayCurrent) { update in
+    hub.observeOnMain(replay: replayCurrent, anchor: anchor) { update in
       handler(update.new)
     }
   }
@@ -97,12 +101,12 @@ extension PropertyProtocol {
   /// }
   /// ```
   @discardableResult
-  public func observeChanges<Owner: AnyObject>(
+  public func observeChanges<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery)) { owner, update in
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), anchor: anchor) { owner, update in
       handler(owner, Change(oldValue: update.old, newValue: update.new))
     }
   }
@@ -110,12 +114,12 @@ extension PropertyProtocol {
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
   /// as long as `owner` lives.
   @discardableResult
-  public func observeChanges<Owner: AnyObject>(
+  public func observeChanges<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner) { owner, update in
+    hub.observeOnMain(owner: owner, anchor: anchor) { owner, update in
       handler(owner, Change(oldValue: update.old, newValue: update.new))
     }
   }
@@ -126,7 +130,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery)) { update in
+    hub.observe(target: DeliveryTarget(delivery), anchor: anchor) { update in
       handler(Change(oldValue: update.old, newValue: update.new))
     }
   }
@@ -137,7 +141,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observeOnMain { update in
+    hub.observeOnMain(anchor: anchor) { update in
       handler(Change(oldValue: update.old, newValue: update.new))
     }
   }
@@ -152,13 +156,14 @@ extension PropertyProtocol {
   /// Writes that leave the part equal are not delivered; `\.self` skips equal values
   /// of any `Equatable` property.
   @discardableResult
-  public func observe<Part: Equatable & Sendable, Owner: AnyObject>(
+  public func observe<Part: Equatable & Sendable, Owner: AnyObject & Sendable>(
     _ keyPath: KeyPath<Value, Part> & Sendable,
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent) { owner, update in
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) {
+      owner, update in
       if let part = update.changedPart(keyPath) { handler(owner, part) }
     }
   }
@@ -166,13 +171,13 @@ extension PropertyProtocol {
   /// Calls a main-actor `handler` on the main queue with the part of the value at
   /// `keyPath` now, then whenever that part changes, for as long as `owner` lives.
   @discardableResult
-  public func observe<Part: Equatable & Sendable, Owner: AnyObject>(
+  public func observe<Part: Equatable & Sendable, Owner: AnyObject & Sendable>(
     _ keyPath: KeyPath<Value, Part> & Sendable,
     with owner: Owner,
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: replayCurrent) { owner, update in
+    hub.observeOnMain(owner: owner, replay: replayCurrent, anchor: anchor) { owner, update in
       if let part = update.changedPart(keyPath) { handler(owner, part) }
     }
   }
@@ -184,7 +189,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent) { update in
+    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) { update in
       if let part = update.changedPart(keyPath) { handler(part) }
     }
   }
@@ -197,7 +202,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: replayCurrent) { update in
+    hub.observeOnMain(replay: replayCurrent, anchor: anchor) { update in
       if let part = update.changedPart(keyPath) { handler(part) }
     }
   }

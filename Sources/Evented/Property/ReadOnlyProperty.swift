@@ -1,4 +1,5 @@
-/// A read-only view of a property, or a constant.
+/// A read-only view of a property, a value derived from other properties, or a
+/// constant.
 ///
 /// ```swift
 /// final class Player {
@@ -6,28 +7,59 @@
 /// }
 /// player.$volume.observe(with: self) { owner, level in owner.show(level) }
 /// player.$volume.value      // 5; there is no setter, not even on a copy
+/// let label = player.$volume.map { "Volume \($0)" }   // a derived ReadOnlyProperty
 /// ```
+///
+/// Views come from ``Property/readOnly``, `$name` of `@Property var name`, or
+/// ``init(_:)``; derived values from `map`, `combineLatest` and `flatMapLatest` on any
+/// ``PropertyProtocol``; constants from ``init(constant:)``.
 ///
 /// ## Concurrency
 ///
 /// - **Thread safety:** `Sendable`; every member may be called from any thread.
-/// - **Ordering:** As the ``Property`` it views.
-/// - **Reentrancy:** As the ``Property`` it views.
-/// - **Lifetime:** The view keeps its property alive, not the reverse.
+/// - **Ordering:** A view behaves as the ``Property`` it views. A derived value is
+///   computed from the latest committed values of its sources when read, and its
+///   subscriptions receive updates in the sources' commit order.
+/// - **Reentrancy:** As ``Property``: handlers may read, write, subscribe and cancel.
+/// - **Lifetime:** A view keeps its property alive, not the reverse. A derived value
+///   keeps its sources and its transform alive; a source never keeps a derived value
+///   alive, but each subscription to a derived value does.
 public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
-  let property: Property<Value>
+  /// The hub that observers subscribe to: the viewed property's, or the derived node's.
+  @usableFromInline let hub: Hub<Update<Value>, Value>
+  /// The node of a derived value; nil for a view of a property or a constant.
+  @usableFromInline let derived: DerivedProperty<Value>?
 
-  init(property: Property<Value>) {
-    self.property = property
+  init(hub: Hub<Update<Value>, Value>) {
+    self.hub = hub
+    derived = nil
+  }
+
+  init(derived: DerivedProperty<Value>) {
+    hub = derived.hub
+    self.derived = derived
+  }
+
+  /// A read-only view of `property`: the same as `property.readOnly`.
+  public init(_ property: Property<Value>) {
+    self.init(hub: property.hub)
   }
 
   /// A property that always has `value`; observing it delivers `value` once.
   public init(constant value: Value) {
-    property = Property(value)
+    self.init(hub: Hub(value))
   }
 
-  /// The current value.
-  public var value: Value { property.value }
+  /// The current value: for a view, the property's latest committed value; for a
+  /// derived value, computed now from the latest committed values of its sources.
+  ///
+  /// Reading never waits for a delivery to happen. For a derived value the transforms
+  /// run on every read, on the reading thread.
+  @inlinable
+  public var value: Value {
+    if let derived { return derived.compute() }
+    return hub.read { copy $0 }
+  }
 
   /// This view itself.
   public var readOnly: ReadOnlyProperty<Value> { self }

@@ -4,18 +4,24 @@
 // entry holds it weakly and passes it strongly to the handler; without one, the
 // returned `Subscription` handle is the owner. Either way the entry only keeps a weak
 // reference, and a handler never runs once its owner's deinit has begun.
+//
+// A derived source (a `map`, a `combineLatest`, …) is kept alive by its observers: its
+// node is passed as `anchor`, which the handler captures, so the node lives as long as
+// one of its subscriptions does (and the node keeps its own sources alive in turn).
+// Without an anchor nothing but the subscriber's own captures is retained.
 
 extension Hub {
   /// Subscribes a handler owned by `owner`.
-  func observe<Owner: AnyObject>(
+  func observe<Owner: AnyObject & Sendable>(
     owner: Owner,
     target: DeliveryTarget?,
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @Sendable (Owner, Message) -> Void
   ) -> Subscription {
     let entry = Entry<Message>(owner: owner, isOnce: isOnce, target: target) { owner, message in
-      handler(unsafeDowncast(owner, to: Owner.self), message)
+      withExtendedLifetime(anchor) { handler(unsafeDowncast(owner, to: Owner.self), message) }
     }
     let subscription = Subscription(core: entry, endsOnDeinit: false)
     subscribe(entry, replay: replay)
@@ -27,10 +33,11 @@ extension Hub {
     target: DeliveryTarget?,
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @Sendable (Message) -> Void
   ) -> Subscription {
     let entry = Entry<Message>(owner: nil, isOnce: isOnce, target: target) { _, message in
-      handler(message)
+      withExtendedLifetime(anchor) { handler(message) }
     }
     let subscription = Subscription(core: entry, endsOnDeinit: true)
     entry.owner = subscription
@@ -39,16 +46,15 @@ extension Hub {
   }
 
   /// Subscribes a main-actor handler owned by `owner`, delivered on the main queue.
-  func observeOnMain<Owner: AnyObject>(
+  func observeOnMain<Owner: AnyObject & Sendable>(
     owner: Owner,
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
   ) -> Subscription {
-    observe(owner: owner, target: .main, isOnce: isOnce, replay: replay) { owner, message in
-      // The handler runs on the main queue, so the main actor is the current isolation;
-      // the owner is handed over to it and used nowhere else.
-      nonisolated(unsafe) let owner = owner
+    observe(owner: owner, target: .main, isOnce: isOnce, replay: replay, anchor: anchor) { owner, message in
+      // The handler runs on the main queue, so the main actor is the current isolation.
       MainActor.assumeIsolated { handler(owner, message) }
     }
   }
@@ -57,9 +63,10 @@ extension Hub {
   func observeOnMain(
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @MainActor @Sendable (Message) -> Void
   ) -> Subscription {
-    observe(target: .main, isOnce: isOnce, replay: replay) { message in
+    observe(target: .main, isOnce: isOnce, replay: replay, anchor: anchor) { message in
       MainActor.assumeIsolated { handler(message) }
     }
   }

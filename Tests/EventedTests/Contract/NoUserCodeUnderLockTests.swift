@@ -124,7 +124,7 @@ enum Ending: String, CaseIterable, Sendable, CustomStringConvertible {
 
   @Test func noUserCodeRunsUnderALockWhileRemoveAllObserversReleasesCaptures() {
     let source = EventSource<Int>()
-    let subject = EventSourceSubject(viewed: false)
+    let subject = EventSourceSubject(.direct)
     let checks = Recorder<Bool>()
     do {
       let capture = DeinitProbe { checks.append(lockIsFree(in: subject)) }

@@ -37,8 +37,14 @@ import Testing
       late.cancel()
     }
     #expect(finished)
-    // c was cancelled by b before its turn for 1; d subscribed after 2 was committed.
-    #expect(log.values == ["a1", "b1", "a2", "b2", "a3", "b3", "d3"])
+    // c was cancelled by b before its turn for 1. d subscribed after 2 was committed to
+    // the source; a derived source commits 2 only when its source delivers it (after
+    // the current pass), so there d receives 2 as well, still after the pass, in order.
+    if kind.isDerived {
+      #expect(log.values == ["a1", "b1", "a2", "b2", "d2", "a3", "b3", "d3"])
+    } else {
+      #expect(log.values == ["a1", "b1", "a2", "b2", "a3", "b3", "d3"])
+    }
     #expect(counts.values == [3])
   }
 

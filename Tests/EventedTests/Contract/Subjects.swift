@@ -15,7 +15,7 @@ protocol EventSubject: Sendable {
 
   /// Observes every event from now on, for as long as `owner` lives.
   @discardableResult
-  func observe<O: AnyObject>(
+  func observe<O: AnyObject & Sendable>(
     with owner: O, on delivery: Delivery, _ handler: @escaping @Sendable (O, Int) -> Void
   ) -> Subscription
 
@@ -29,7 +29,8 @@ extension EventSubject {
   }
 
   @discardableResult
-  func observe<O: AnyObject>(with owner: O, _ handler: @escaping @Sendable (O, Int) -> Void) -> Subscription {
+  func observe<O: AnyObject & Sendable>(with owner: O, _ handler: @escaping @Sendable (O, Int) -> Void) -> Subscription
+  {
     observe(with: owner, on: .synchronous, handler)
   }
 }
@@ -44,24 +45,54 @@ enum EventSubjectKind: String, CaseIterable, Sendable, CustomStringConvertible {
   case property
   /// `Property` observed through its `ReadOnlyProperty` view.
   case propertyView
+  /// `EventSource` observed through `map` (a derived source).
+  case eventSourceMapped
+  /// `EventSource` observed through a `merge` with another source.
+  case eventSourceMerged
+  /// `Property` observed through `map` (a derived property).
+  case propertyMapped
 
   var description: String { rawValue }
 
+  /// Whether the subject is observed through a derived source, which commits an event
+  /// when its own source delivers it.
+  var isDerived: Bool {
+    switch self {
+    case .eventSource, .eventSourceView, .property, .propertyView: false
+    case .eventSourceMapped, .eventSourceMerged, .propertyMapped: true
+    }
+  }
+
   func make() -> any EventSubject {
     switch self {
-    case .eventSource: EventSourceSubject(viewed: false)
-    case .eventSourceView: EventSourceSubject(viewed: true)
-    case .property: PropertyEventSubject(viewed: false)
-    case .propertyView: PropertyEventSubject(viewed: true)
+    case .eventSource: EventSourceSubject(.direct)
+    case .eventSourceView: EventSourceSubject(.viewed)
+    case .eventSourceMapped: EventSourceSubject(.mapped)
+    case .eventSourceMerged: EventSourceSubject(.merged)
+    case .property: PropertyEventSubject(.direct)
+    case .propertyView: PropertyEventSubject(.viewed)
+    case .propertyMapped: PropertyEventSubject(.mapped)
     }
   }
 }
 
+/// How a subject's source is observed: directly, through a view, or derived.
+enum Observation: Sendable {
+  case direct, viewed, mapped, merged
+}
+
 struct EventSourceSubject: EventSubject {
   let source = EventSource<Int>()
-  let viewed: Bool
+  private let observed: any EventSourceProtocol<Int>
 
-  private var observed: any EventSourceProtocol<Int> { viewed ? source.readOnly : source }
+  init(_ observation: Observation) {
+    switch observation {
+    case .direct: observed = source
+    case .viewed: observed = source.readOnly
+    case .mapped: observed = source.map { $0 }
+    case .merged: observed = source.merge(with: EventSource<Int>())
+    }
+  }
 
   func send(_ event: Int) { source.send(event) }
 
@@ -69,7 +100,7 @@ struct EventSourceSubject: EventSubject {
     observed.observe(on: delivery, handler)
   }
 
-  func observe<O: AnyObject>(
+  func observe<O: AnyObject & Sendable>(
     with owner: O, on delivery: Delivery, _ handler: @escaping @Sendable (O, Int) -> Void
   ) -> Subscription {
     observed.observe(with: owner, on: delivery, handler)
@@ -82,23 +113,48 @@ struct EventSourceSubject: EventSubject {
 /// skipped), observed without the replay of the current value.
 struct PropertyEventSubject: EventSubject {
   let property = Property(-1, skipsDuplicates: false)
-  let viewed: Bool
+  /// Boxed, so that the derived value is not `Equatable` and skips no write.
+  private let observed: ReadOnlyProperty<Box>?
 
-  private var observed: any PropertyProtocol<Int> { viewed ? property.readOnly : property }
+  init(_ observation: Observation) {
+    switch observation {
+    case .direct, .viewed: observed = nil
+    case .mapped, .merged: observed = property.map { Box(value: $0 + 1) }.map { Box(value: $0.value - 1) }
+    }
+    self.observation = observation
+  }
+
+  private let observation: Observation
 
   func send(_ event: Int) { property.value = event }
 
   func observe(on delivery: Delivery, _ handler: @escaping @Sendable (Int) -> Void) -> Subscription {
-    observed.observeChanges(on: delivery) { change in handler(change.newValue) }
+    switch observation {
+    case .direct: property.observeChanges(on: delivery) { change in handler(change.newValue) }
+    case .viewed: property.readOnly.observeChanges(on: delivery) { change in handler(change.newValue) }
+    case .mapped, .merged: observed!.observeChanges(on: delivery) { change in handler(change.newValue.value) }
+    }
   }
 
-  func observe<O: AnyObject>(
+  func observe<O: AnyObject & Sendable>(
     with owner: O, on delivery: Delivery, _ handler: @escaping @Sendable (O, Int) -> Void
   ) -> Subscription {
-    observed.observeChanges(with: owner, on: delivery) { owner, change in handler(owner, change.newValue) }
+    switch observation {
+    case .direct:
+      property.observeChanges(with: owner, on: delivery) { owner, change in handler(owner, change.newValue) }
+    case .viewed:
+      property.readOnly.observeChanges(with: owner, on: delivery) { owner, change in handler(owner, change.newValue) }
+    case .mapped, .merged:
+      observed!.observeChanges(with: owner, on: delivery) { owner, change in handler(owner, change.newValue.value) }
+    }
   }
 
-  var observerCount: Int { observed.observerCount }
+  var observerCount: Int {
+    switch observation {
+    case .direct, .viewed: property.observerCount
+    case .mapped, .merged: observed!.observerCount
+    }
+  }
 }
 
 /// A property of `Int` under test.
@@ -123,33 +179,61 @@ enum PropertySubjectKind: String, CaseIterable, Sendable, CustomStringConvertibl
   case property
   /// `@Property var` inside a class, written through the wrapper, observed through `$`.
   case wrapped
+  /// `Property(0)` written directly, read and observed through a chain of two `map`s.
+  case mapped
+  /// `Property(0)` paired with a constant by `combineLatest`, then unpaired by `map`.
+  case combined
+  /// `Property(0)` followed through `flatMapLatest` from a selector property.
+  case followed
 
   var description: String { rawValue }
 
   func make(_ initial: Int = 0) -> any PropertySubject {
     switch self {
-    case .property: PlainPropertySubject(property: Property(initial))
-    case .wrapped: WrappedPropertySubject(model: WrappedModel(initial))
+    case .property: return PlainPropertySubject(Property(initial), observed: nil)
+    case .wrapped: return WrappedPropertySubject(model: WrappedModel(initial))
+    case .mapped:
+      let property = Property(initial)
+      return PlainPropertySubject(property, observed: property.map { $0 + 1 }.map { $0 - 1 })
+    case .combined:
+      let property = Property(initial)
+      return PlainPropertySubject(property, observed: property.combineLatest(ReadOnlyProperty(constant: 7)).map(\.0))
+    case .followed:
+      let property = Property(initial)
+      let selector = Property(0)
+      return PlainPropertySubject(property, observed: selector.flatMapLatest { _ in property })
     }
   }
 }
 
+/// A value that is not `Equatable`, so that a `map` through it skips nothing.
+struct Box: Sendable {
+  let value: Int
+}
+
 struct PlainPropertySubject: PropertySubject {
   let property: Property<Int>
+  /// What is read and observed: the property itself, or a value derived from it.
+  let observed: ReadOnlyProperty<Int>
+
+  init(_ property: Property<Int>, observed: ReadOnlyProperty<Int>?) {
+    self.property = property
+    self.observed = observed ?? property.readOnly
+  }
 
   var value: Int {
-    get { property.value }
+    get { observed.value }
     nonmutating set { property.value = newValue }
   }
 
   func modify<R>(_ body: (inout Int) -> R) -> R { property.modify(body) }
 
   func observe(on delivery: Delivery, _ handler: @escaping @Sendable (Int) -> Void) -> Subscription {
-    property.observe(on: delivery, handler)
+    observed.observe(on: delivery, handler)
   }
 
   func observeChanges(on delivery: Delivery, _ handler: @escaping @Sendable (Change<Int>) -> Void) -> Subscription {
-    property.observeChanges(on: delivery, handler)
+    observed.observeChanges(on: delivery, handler)
   }
 }
 

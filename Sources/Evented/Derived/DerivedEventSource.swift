@@ -1,0 +1,163 @@
+// The node behind a derived event source (`map`, `filter`, `compactMap`, `merge`), and
+// those operators.
+//
+// A node has a hub of its own, like an `EventSource`'s, and an ordinary synchronous
+// subscription to each of its sources whose owner is the node (held weakly: a source
+// never keeps a node alive). For each event a source delivers, the node applies its
+// transform outside every lock and sends the result to its own hub, so its observers
+// receive events in each source's commit order, with the usual promises of a hub.
+// Observers keep the node alive (it is the anchor their handlers capture), and the
+// node keeps its sources alive; when the last reference and the last subscription
+// go, the node deinitializes and ends its subscriptions to the sources.
+
+/// The engine of one derived event source.
+@usableFromInline
+final class DerivedEventSource<Event: Sendable>: Sendable {
+  let hub = Hub<Event, Void>(())
+  /// The node's own subscriptions to its sources.
+  let links = Lock.make([SubscriptionCore]())
+  /// The sources, kept alive by the node.
+  let sources: [any Sendable]
+
+  init(sources: [any Sendable]) {
+    self.sources = sources
+  }
+
+  deinit {
+    let cores = links.withLock { $0.take() }
+    for core in cores { core.detachWithoutWaiting() }
+  }
+
+  /// Subscribes the node to `source`; `receive` runs for every event, one at a time, in
+  /// commit order, on the thread that delivers for `source`, with no lock held.
+  func link<SourceEvent>(
+    to source: ReadOnlyEventSource<SourceEvent>,
+    _ receive: @escaping @Sendable (DerivedEventSource<Event>, SourceEvent) -> Void
+  ) {
+    let entry = Entry<SourceEvent>(owner: self, target: nil) { owner, event in
+      receive(unsafeDowncast(owner, to: DerivedEventSource<Event>.self), event)
+    }
+    links.withLock { $0.append(entry) }
+    source.hub.subscribe(entry)
+  }
+}
+
+extension Array {
+  /// Empties the array and returns what it held.
+  mutating func take() -> Array {
+    let taken = self
+    self = []
+    return taken
+  }
+}
+
+extension EventSourceProtocol {
+  /// A source that sends `transform` of every event of this source.
+  ///
+  /// ```swift
+  /// let messages = uploader.didFail.map { error in "Upload failed: \(error)" }
+  /// ```
+  ///
+  /// - Parameter transform: Runs once per event, on the thread that delivers it,
+  ///   never under a lock.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be observed from any thread.
+  /// - **Ordering:** Observers receive the transformed events in this source's commit
+  ///   order.
+  /// - **Reentrancy:** As ``EventSource``: a handler may send to this source; the event
+  ///   is delivered after the current delivery pass.
+  /// - **Lifetime:** The result keeps this source and `transform` alive; this source
+  ///   does not keep the result alive. Each subscription to the result keeps it alive;
+  ///   when nobody references or observes it, it is freed and its subscription to this
+  ///   source ends.
+  public func map<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T) -> ReadOnlyEventSource<T> {
+    derived { transform($0) }
+  }
+
+  /// A source that sends the events of this source for which `isIncluded` is true.
+  ///
+  /// ```swift
+  /// let serious = log.entries.filter { $0.level >= .error }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be observed from any thread.
+  /// - **Ordering:** As `map`.
+  /// - **Reentrancy:** As `map`.
+  /// - **Lifetime:** As `map`.
+  public func filter(_ isIncluded: @escaping @Sendable (Event) -> Bool) -> ReadOnlyEventSource<Event> {
+    derived { isIncluded($0) ? $0 : nil }
+  }
+
+  /// A source that sends the non-nil results of `transform` on this source's events.
+  ///
+  /// ```swift
+  /// let numbers = input.compactMap { Int($0) }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be observed from any thread.
+  /// - **Ordering:** As `map`.
+  /// - **Reentrancy:** As `map`.
+  /// - **Lifetime:** As `map`.
+  public func compactMap<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
+    derived(transform)
+  }
+
+  /// A source that sends every event of this source and of `others`.
+  ///
+  /// ```swift
+  /// let anyFailure = upload.didFail.merge(with: download.didFail)
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be observed from any thread.
+  /// - **Ordering:** The events of each source arrive in that source's commit order.
+  ///   Events of different sources are delivered in the order they reach the merge;
+  ///   two sends on different threads are not ordered against each other.
+  /// - **Reentrancy:** As `map`.
+  /// - **Lifetime:** The result keeps every source alive, not the reverse; each
+  ///   subscription to it keeps it alive.
+  public func merge(with others: any EventSourceProtocol<Event>...) -> ReadOnlyEventSource<Event> {
+    ([readOnly] + others.map { $0.readOnly }).merge()
+  }
+
+  func derived<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
+    let source = readOnly
+    let node = DerivedEventSource<T>(sources: [source])
+    node.link(to: source) { node, event in
+      if let result = transform(event) { node.hub.send(result) }
+    }
+    return ReadOnlyEventSource(derived: node)
+  }
+}
+
+extension Collection where Element: EventSourceProtocol {
+  /// A source that sends every event of every source in the collection.
+  ///
+  /// ```swift
+  /// let anyTap = buttons.map(\.tapped).merge()
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be observed from any thread.
+  /// - **Ordering:** The events of each source arrive in that source's commit order;
+  ///   events of different sources in the order they reach the merge.
+  /// - **Reentrancy:** As ``EventSource``.
+  /// - **Lifetime:** The result keeps every source alive, not the reverse; each
+  ///   subscription to it keeps it alive.
+  public func merge() -> ReadOnlyEventSource<Element.Event> {
+    let sources = map { $0.readOnly }
+    let node = DerivedEventSource<Element.Event>(sources: sources)
+    for source in sources {
+      node.link(to: source) { node, event in node.hub.send(event) }
+    }
+    return ReadOnlyEventSource(derived: node)
+  }
+}

@@ -1,0 +1,178 @@
+// The node behind a derived property (`map`, `combineLatest`, `flatMapLatest`).
+//
+// A node has a hub of its own, exactly like a `Property`'s: its stored value is the
+// derived value as of the updates delivered to the node so far, and its observers
+// subscribe to it with the usual replay. The node subscribes to each source with an
+// ordinary synchronous subscription whose owner is the node (held weakly, so a source
+// never keeps a node alive) and, for each update a source delivers, computes the new
+// derived value outside every lock and commits it to its own hub, skipping
+// duplicates as `Property` does. A source delivers to one subscription serially and
+// in commit order, so the node commits in the sources' commit order, and when the
+// writers stop, the last update each source delivered is its `value`: the stored
+// value converges on the value computed from the sources.
+//
+// Reading `value` does not use the stored value: it recomputes from the sources'
+// latest committed values, so a thread reads its own writes through any chain without
+// waiting for a delivery.
+//
+// Lifetimes:
+//   observer's subscription --(handler captures the node as anchor)--> node
+//   node --(strong: `compute`, `links`)--> its sources and transforms
+//   source --(weak owner)--> node
+// When the last reference and the last subscription go, the node deinitializes and
+// ends its own subscriptions to the sources (their `observerCount` drops back).
+//
+// `flatMapLatest` adds a switch: `links.inner` is the subscription to the current
+// target, and `generation` numbers the targets. The outer source's handler (serial)
+// detaches from the old target, bumps the generation, then subscribes to the new one;
+// an update from an old target is committed only if the generation it was made for is
+// still current, checked under the hub's lock, so once the new target's first value is
+// committed nothing from an old target follows it.
+
+import Synchronization
+
+/// The subscriptions a node holds on its sources; ended when the node deinitializes.
+struct LinkState: Sendable {
+  var sources: [SubscriptionCore] = []
+  /// `flatMapLatest` only: the subscription to the current target.
+  var inner: SubscriptionCore?
+  /// `flatMapLatest` only: the current target, kept alive while it is followed.
+  var target: (any Sendable)?
+  /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
+  var targetID: ObjectIdentifier?
+  /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.
+  var isSwitched = false
+}
+
+extension SubscriptionCore {
+  /// Ends this subscription and removes it from its source without waiting for a
+  /// handler running on another thread (the runner releases the handler when it
+  /// returns). For a node's own links, whose late updates are harmless or discarded.
+  func detachWithoutWaiting() {
+    endSwept()
+    source?.detach(self)
+  }
+}
+
+/// The engine of one derived property.
+@usableFromInline
+final class DerivedProperty<Value: Sendable>: Sendable {
+  /// The derived value as of the updates delivered so far, and the observers.
+  let hub: Hub<Update<Value>, Value>
+  /// Computes the value from the sources' latest committed values; keeps them alive.
+  @usableFromInline let compute: @Sendable () -> Value
+  let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// The node's own subscriptions to its sources.
+  let links = Lock.make(LinkState())
+  /// `flatMapLatest` only: the number of the current target.
+  let generation = Atomic<UInt>(0)
+
+  init(initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value) {
+    hub = Hub(initial)
+    self.isDuplicate = isDuplicate
+    self.compute = compute
+  }
+
+  deinit {
+    let (cores, target) = links.withLock { state -> ([SubscriptionCore], (any Sendable)?) in
+      var cores = state.sources
+      if let inner = state.inner { cores.append(inner) }
+      let target = state.target
+      state = LinkState()
+      return (cores, target)
+    }
+    for core in cores { core.detachWithoutWaiting() }
+    _ = target
+  }
+
+  /// Subscribes the node to `source`, starting with its current value.
+  ///
+  /// `receive` runs for every update of `source`, one at a time, in commit order, on
+  /// the thread that delivers for `source`, with no lock held.
+  func link<SourceValue>(
+    to source: ReadOnlyProperty<SourceValue>,
+    _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
+  ) {
+    let entry = Entry<Update<SourceValue>>(owner: self, target: nil) { owner, update in
+      receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new)
+    }
+    links.withLock { $0.sources.append(entry) }
+    source.hub.subscribe(entry, replay: replayCurrent)
+  }
+
+  /// Commits `value` as the derived value, unless it equals the stored one.
+  func publish(_ value: Value) {
+    hub.commit { stored -> ((), Update<Value>?) in
+      if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
+      let old = stored
+      stored = value
+      return ((), Update(old: old, new: value, isInitial: false))
+    }
+  }
+
+  /// Commits the stored value changed by `change` (one side of a combination), unless
+  /// the result equals the stored one.
+  func publish(changing change: (inout Value) -> Void) {
+    let leftover = hub.commit { stored -> (Value?, Update<Value>?) in
+      var next = stored
+      change(&next)
+      if let isDuplicate, isDuplicate(stored, next) { return (next, nil) }
+      let old = stored
+      stored = next
+      return (nil, Update(old: old, new: next, isInitial: false))
+    }
+    _ = leftover
+  }
+
+  /// Commits `value` if `generation` still names the current target.
+  func publish(_ value: Value, generation expected: UInt) {
+    hub.commit { stored -> ((), Update<Value>?) in
+      guard generation.load(ordering: .acquiring) == expected else { return ((), nil) }
+      if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
+      let old = stored
+      stored = value
+      return ((), Update(old: old, new: value, isInitial: false))
+    }
+  }
+
+  /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,
+  /// then attaches to this one and commits its current value, transformed by `wrap`.
+  /// A nil target commits `missing`.
+  ///
+  /// Called only from the outer source's handler, so never concurrently with itself.
+  func follow<Inner>(
+    _ target: ReadOnlyProperty<Inner>?,
+    missing: Value?,
+    wrap: @escaping @Sendable (Inner) -> Value
+  ) {
+    let id = target.map { ObjectIdentifier($0.hub) }
+    let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
+      if state.isSwitched, state.targetID == id { return nil }
+      let previous = (state.inner, state.target)
+      state.inner = nil
+      state.target = nil
+      state.targetID = nil
+      state.isSwitched = true
+      return previous
+    }
+    guard let previous else { return }
+    let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
+    // Detach first, so that the old target's observerCount has dropped before the new
+    // target's value is delivered.
+    previous.0?.detachWithoutWaiting()
+    _ = previous.1
+    guard let target else {
+      if let missing { publish(missing, generation: current) }
+      return
+    }
+    let entry = Entry<Update<Inner>>(owner: self, target: nil) { owner, update in
+      unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
+    }
+    links.withLock { state in
+      state.inner = entry
+      state.target = target
+      state.targetID = id
+    }
+    target.hub.subscribe(entry, replay: replayCurrent)
+  }
+}
