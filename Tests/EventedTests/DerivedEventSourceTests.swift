@@ -23,7 +23,7 @@ import Testing
       seen.values == [
         "length 2", "length 3", "long abc", "length 2", "number 12", "length 3", "long 345", "number 345",
       ])
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test func mergeSendsTheEventsOfEverySource() {
