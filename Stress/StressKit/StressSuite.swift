@@ -65,6 +65,7 @@ public enum StressSuite {
     cancelRace,
     reentrancyStorm,
     writers,
+    derived,
     asyncConsumers,
     actors,
     actorsAndArrays,

@@ -1,0 +1,226 @@
+// Scenario "derived": many threads write the sources of derived values (map,
+// combineLatest, flatMapLatest, event map and merge) while subscriptions record what
+// the derived values deliver, and workers create, observe and drop derived values of
+// their own.
+//
+// The counter and the other property change only by `modify` increments, so their
+// commits are consecutive. Invariants:
+// - `counter.map { $0 * 2 }` delivers consecutive even numbers (no gap, no repeat, no
+//   reordering); its Equatable parity never repeats a value;
+// - `counter.combineLatest(other)`: every delivery changes exactly one side, by one
+//   commit (no torn pair, each write delivered once);
+// - `selector.flatMapLatest { targets[$0] }`: the values of each target arrive in its
+//   commit order;
+// - event `map` of a merge: each producer's events arrive in the order it sent them;
+// - always current: after `modify` returns commit c, the writer reads at least c
+//   through `map`, `combineLatest` and `flatMapLatest`;
+// - at every checkpoint and at the end, the last value each subscription saw equals
+//   the derived `value`;
+// - at the end, the sources' observer counts are back to the permanent derived values
+//   only: the values the workers made and dropped ended their subscriptions.
+
+import Dispatch
+import Evented
+import Synchronization
+
+/// Checks consecutive values: each must be the previous plus `step`.
+final class StepWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: Int?
+  private let step: Int
+
+  init(run: ScenarioRun, label: String, step: Int) {
+    self.step = step
+    super.init(run: run, label: label)
+  }
+
+  func see(_ value: Int) {
+    enter()
+    if let previous, value != previous + step {
+      run.violation("\(label): saw \(value) right after \(previous)")
+    }
+    previous = value
+    exit(value)
+  }
+}
+
+/// Checks that consecutive values differ (exact dedup of an Equatable result).
+final class FlipWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: Bool?
+
+  func see(_ value: Bool) {
+    enter()
+    if let previous, previous == value { run.violation("\(label): received \(value) twice in a row") }
+    previous = value
+    exit(value ? 1 : 0)
+  }
+}
+
+/// Checks that each delivery of a pair changes exactly one side by one commit.
+final class PairWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: (Int, Int)?
+
+  func see(_ pair: (Int, Int)) {
+    enter()
+    if let previous {
+      let steps = (pair.0 - previous.0, pair.1 - previous.1)
+      if !(steps == (1, 0) || steps == (0, 1)) {
+        run.violation("\(label): pair went from \(previous) to \(pair): torn, repeated or reordered")
+      }
+    }
+    previous = pair
+    exit(pair.0 << 32 | pair.1)
+  }
+}
+
+/// Checks that the values of each source (encoded as `source * stride + n`) increase.
+final class PerSourceWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `latest` is touched only by the handler; see Watcher.
+  private var latest: [Int: Int] = [:]
+  private let stride: Int
+  private let strictly: Bool
+
+  init(run: ScenarioRun, label: String, stride: Int, strictly: Bool) {
+    self.stride = stride
+    self.strictly = strictly
+    super.init(run: run, label: label)
+  }
+
+  func see(_ value: Int) {
+    enter()
+    let source = value / stride
+    let n = value % stride
+    if let before = latest[source], strictly ? n <= before : n < before {
+      run.violation("\(label): source \(source)'s \(n) arrived after \(before)")
+    }
+    latest[source] = n
+    exit(value)
+  }
+}
+
+private final class DerivedAnchor: Sendable {}
+
+let derived = Scenario(
+  name: "derived",
+  summary: "writers drive map, combineLatest, flatMapLatest and event operators; order, no torn pair, convergence",
+  unavailable: nil
+) { run in
+  let stride = 1 << 32
+  let counter = Property(0)
+  let other = Property(0)
+  let targets = (0..<3).map { Property($0 * stride) }
+  let selector = Property(0)
+  let doubled = counter.map { $0 * 2 }
+  let parity = counter.map { $0 % 2 == 0 }
+  let pair = counter.combineLatest(other)
+  let followed = selector.flatMapLatest { targets[$0] }
+  let producers = (0..<2).map { _ in EventSource<Int>() }
+  let events = producers.merge().map { $0 }
+  let anchor = DerivedAnchor()
+  let queue = DispatchQueue(label: "stress.derived", attributes: .concurrent)
+
+  var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = []
+  for (index, delivery) in [Delivery.synchronous, .queue(queue)].enumerated() {
+    let onQueue = index == 1
+    let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2)
+    doubled.observe(with: anchor, on: delivery) { _, value in steps.see(value) }
+    let flips = FlipWatcher(run: run, label: "parity observer \(index)")
+    parity.observe(with: anchor, on: delivery) { _, value in flips.see(value) }
+    let pairs = PairWatcher(run: run, label: "combineLatest observer \(index)")
+    pair.observe(with: anchor, on: delivery) { _, value in pairs.see(value) }
+    let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
+    followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
+    let sent = PerSourceWatcher(run: run, label: "event observer \(index)", stride: stride, strictly: true)
+    events.observe(with: anchor, on: delivery) { _, value in sent.see(value) }
+    watchers += [
+      (steps, onQueue, { doubled.value }),
+      (flips, onQueue, { parity.value ? 1 : 0 }),
+      (pairs, onQueue, { pair.value.0 << 32 | pair.value.1 }),
+      (follows, onQueue, { followed.value }),
+    ]
+  }
+
+  var failed = false
+  func converge(_ when: String) {
+    if failed && when != "at the end" { return }
+    for (watcher, onQueue, current) in watchers {
+      let expected = current()
+      let converged = failed || run.eventually { watcher.last.load(ordering: .acquiring) == expected }
+      if !converged || (!onQueue && watcher.last.load(ordering: .acquiring) != expected) {
+        failed = true
+        run.violation(
+          "\(when): \(watcher.label) last saw \(watcher.last.load(ordering: .acquiring)), value is \(expected)")
+      }
+    }
+  }
+
+  run.work(workers: run.threads, round: 500_000_000, checkpoint: { converge("at a checkpoint") }) { worker in
+    var temporary: [(ReadOnlyProperty<Int>, Subscription?)] = []
+    var sent = 0
+    while worker.proceed() {
+      let roll = worker.thread.random.below(100)
+      if roll < 35 {
+        worker.at(.modify)
+        let commit = counter.modify { value -> Int in
+          value += 1
+          return value
+        }
+        worker.at(.read)
+        if doubled.value < 2 * commit { run.violation("after modify returned \(commit), map read \(doubled.value)") }
+        if pair.value.0 < commit { run.violation("after modify returned \(commit), combineLatest read less") }
+      } else if roll < 50 {
+        worker.at(.modify)
+        other.modify { $0 += 1 }
+      } else if roll < 65 {
+        let index = worker.thread.random.below(targets.count)
+        worker.at(.modify)
+        let value = targets[index].modify { value -> Int in
+          value += 1
+          return value
+        }
+        worker.at(.read)
+        let read = followed.value
+        if read / stride == index, read < value {
+          run.violation("after target \(index) reached \(value % stride), flatMapLatest read \(read % stride)")
+        }
+      } else if roll < 70 {
+        worker.at(.write)
+        selector.value = worker.thread.random.below(targets.count)
+      } else if roll < 85 {
+        let producer = worker.index % producers.count
+        sent += 1
+        worker.at(.send)
+        // Each worker numbers its own events; the merge keeps each producer's order.
+        producers[producer].send(worker.index * stride + sent)
+      } else if temporary.count < 3, worker.thread.random.chance(60) {
+        worker.at(.subscribe)
+        let mine: ReadOnlyProperty<Int> =
+          switch worker.thread.random.below(3) {
+          case 0: counter.map { $0 + 1 }
+          case 1: counter.combineLatest(other).map { $0.0 + $0.1 }
+          default: selector.flatMapLatest { targets[$0] }
+          }
+        let subscription = worker.thread.random.chance(50) ? mine.observe { _ in } : nil
+        temporary.append((mine, subscription))
+      } else if !temporary.isEmpty {
+        worker.at(.cancel)
+        temporary.removeFirst().1?.cancel()
+      }
+    }
+    worker.at(.dropOwner)
+    for (_, subscription) in temporary { subscription?.cancel() }
+  }
+  converge("at the end")
+  // Permanent links: doubled, parity and pair on the counter; pair on the other; one
+  // target followed; the merge on each producer.
+  let counts = (counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +))
+  if counts != (3, 1, 1) {
+    run.violation("at the end, the sources have \(counts) observers instead of (3, 1, 1): dropped values leaked")
+  }
+  for producer in producers where producer.observerCount != 1 {
+    run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")
+  }
+  withExtendedLifetime((anchor, events)) {}
+}
