@@ -13,13 +13,13 @@
 /// The engine of one derived event source.
 @usableFromInline
 final class DerivedEventSource<Event: Sendable>: Sendable {
-  let hub = Hub<Event, Void>(())
+  @usableFromInline let hub = Hub<Event, Void>(())
   /// The node's own subscriptions to its sources.
-  let links = Lock.make([SubscriptionCore]())
+  @usableFromInline let links = Lock.make([SubscriptionCore]())
   /// The sources, kept alive by the node.
-  let sources: [any Sendable]
+  @usableFromInline let sources: [any Sendable]
 
-  init(sources: [any Sendable]) {
+  @usableFromInline init(sources: [any Sendable]) {
     self.sources = sources
   }
 
@@ -30,7 +30,7 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
 
   /// Subscribes the node to `source`; `receive` runs for every event, one at a time, in
   /// commit order, on the thread that delivers for `source`, with no lock held.
-  func link<SourceEvent>(
+  @inlinable func link<SourceEvent>(
     to source: ReadOnlyEventSource<SourceEvent>,
     _ receive: @escaping @Sendable (DerivedEventSource<Event>, SourceEvent) -> Void
   ) {
@@ -72,7 +72,7 @@ extension EventSourceProtocol {
   ///   does not keep the result alive. Each subscription to the result keeps it alive;
   ///   when nobody references or observes it, it is freed and its subscription to this
   ///   source ends.
-  public func map<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T) -> ReadOnlyEventSource<T> {
+  @inlinable public func map<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T) -> ReadOnlyEventSource<T> {
     derived { transform($0) }
   }
 
@@ -88,7 +88,7 @@ extension EventSourceProtocol {
   /// - **Ordering:** As `map`.
   /// - **Reentrancy:** As `map`.
   /// - **Lifetime:** As `map`.
-  public func filter(_ isIncluded: @escaping @Sendable (Event) -> Bool) -> ReadOnlyEventSource<Event> {
+  @inlinable public func filter(_ isIncluded: @escaping @Sendable (Event) -> Bool) -> ReadOnlyEventSource<Event> {
     derived { isIncluded($0) ? $0 : nil }
   }
 
@@ -104,7 +104,9 @@ extension EventSourceProtocol {
   /// - **Ordering:** As `map`.
   /// - **Reentrancy:** As `map`.
   /// - **Lifetime:** As `map`.
-  public func compactMap<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
+  @inlinable public func compactMap<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<
+    T
+  > {
     derived(transform)
   }
 
@@ -123,11 +125,11 @@ extension EventSourceProtocol {
   /// - **Reentrancy:** As `map`.
   /// - **Lifetime:** The result keeps every source alive, not the reverse; each
   ///   subscription to it keeps it alive.
-  public func merge(with others: any EventSourceProtocol<Event>...) -> ReadOnlyEventSource<Event> {
+  @inlinable public func merge(with others: any EventSourceProtocol<Event>...) -> ReadOnlyEventSource<Event> {
     ([readOnly] + others.map { $0.readOnly }).merge()
   }
 
-  func derived<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
+  @inlinable func derived<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
     let source = readOnly
     let node = DerivedEventSource<T>(sources: [source])
     node.link(to: source) { node, event in
@@ -152,7 +154,7 @@ extension Collection where Element: EventSourceProtocol {
   /// - **Reentrancy:** As ``EventSource``.
   /// - **Lifetime:** The result keeps every source alive, not the reverse; each
   ///   subscription to it keeps it alive.
-  public func merge() -> ReadOnlyEventSource<Element.Event> {
+  @inlinable public func merge() -> ReadOnlyEventSource<Element.Event> {
     let sources = map { $0.readOnly }
     let node = DerivedEventSource<Element.Event>(sources: sources)
     for source in sources {

@@ -32,23 +32,26 @@
 import Synchronization
 
 /// The subscriptions a node holds on its sources; ended when the node deinitializes.
+@usableFromInline
 struct LinkState: Sendable {
-  var sources: [SubscriptionCore] = []
+  @usableFromInline var sources: [SubscriptionCore] = []
   /// `flatMapLatest` only: the subscription to the current target.
-  var inner: SubscriptionCore?
+  @usableFromInline var inner: SubscriptionCore?
   /// `flatMapLatest` only: the current target, kept alive while it is followed.
-  var target: (any Sendable)?
+  @usableFromInline var target: (any Sendable)?
   /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
-  var targetID: ObjectIdentifier?
+  @usableFromInline var targetID: ObjectIdentifier?
   /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.
-  var isSwitched = false
+  @usableFromInline var isSwitched = false
+
+  @usableFromInline init() {}
 }
 
 extension SubscriptionCore {
   /// Ends this subscription and removes it from its source without waiting for a
   /// handler running on another thread (the runner releases the handler when it
   /// returns). For a node's own links, whose late updates are harmless or discarded.
-  func detachWithoutWaiting() {
+  @usableFromInline func detachWithoutWaiting() {
     endSwept()
     source?.detach(self)
   }
@@ -58,16 +61,18 @@ extension SubscriptionCore {
 @usableFromInline
 final class DerivedProperty<Value: Sendable>: Sendable {
   /// The derived value as of the updates delivered so far, and the observers.
-  let hub: Hub<Update<Value>, Value>
+  @usableFromInline let hub: Hub<Update<Value>, Value>
   /// Computes the value from the sources' latest committed values; keeps them alive.
   @usableFromInline let compute: @Sendable () -> Value
-  let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   /// The node's own subscriptions to its sources.
-  let links = Lock.make(LinkState())
+  @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.
-  let generation = Atomic<UInt>(0)
+  @usableFromInline let generation = Atomic<UInt>(0)
 
-  init(initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value) {
+  @usableFromInline init(
+    initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value
+  ) {
     hub = Hub(initial)
     self.isDuplicate = isDuplicate
     self.compute = compute
@@ -89,7 +94,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   ///
   /// `receive` runs for every update of `source`, one at a time, in commit order, on
   /// the thread that delivers for `source`, with no lock held.
-  func link<SourceValue>(
+  @inlinable func link<SourceValue>(
     to source: ReadOnlyProperty<SourceValue>,
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
@@ -101,7 +106,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   }
 
   /// Commits `value` as the derived value, unless it equals the stored one.
-  func publish(_ value: Value) {
+  @inlinable func publish(_ value: Value) {
     hub.commit { stored -> ((), Update<Value>?) in
       if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
       let old = stored
@@ -112,7 +117,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
 
   /// Commits the stored value changed by `change` (one side of a combination), unless
   /// the result equals the stored one.
-  func publish(changing change: (inout Value) -> Void) {
+  @inlinable func publish(changing change: (inout Value) -> Void) {
     let leftover = hub.commit { stored -> (Value?, Update<Value>?) in
       var next = stored
       change(&next)
@@ -125,7 +130,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   }
 
   /// Commits `value` if `generation` still names the current target.
-  func publish(_ value: Value, generation expected: UInt) {
+  @inlinable func publish(_ value: Value, generation expected: UInt) {
     hub.commit { stored -> ((), Update<Value>?) in
       guard generation.load(ordering: .acquiring) == expected else { return ((), nil) }
       if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
@@ -140,7 +145,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   /// A nil target commits `missing`.
   ///
   /// Called only from the outer source's handler, so never concurrently with itself.
-  func follow<Inner>(
+  @inlinable func follow<Inner>(
     _ target: ReadOnlyProperty<Inner>?,
     missing: Value?,
     wrap: @escaping @Sendable (Inner) -> Value

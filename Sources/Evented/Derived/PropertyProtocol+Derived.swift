@@ -32,7 +32,7 @@ extension PropertyProtocol {
   ///   property does not keep the result alive. Each subscription to the result keeps
   ///   it alive. When nobody references or observes it, it is freed and its
   ///   subscription to this property ends.
-  public func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> ReadOnlyProperty<T> {
+  @inlinable public func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> ReadOnlyProperty<T> {
     derivedMap(transform, isDuplicate: nil)
   }
 
@@ -50,7 +50,9 @@ extension PropertyProtocol {
   ///   from `x` to `x`.
   /// - **Reentrancy:** As ``Property``. The `==` of `T` runs under the result's lock.
   /// - **Lifetime:** As the other `map`.
-  public func map<T: Sendable & Equatable>(_ transform: @escaping @Sendable (Value) -> T) -> ReadOnlyProperty<T> {
+  @inlinable public func map<T: Sendable & Equatable>(_ transform: @escaping @Sendable (Value) -> T)
+    -> ReadOnlyProperty<T>
+  {
     derivedMap(transform, isDuplicate: { $0 == $1 })
   }
 
@@ -74,7 +76,9 @@ extension PropertyProtocol {
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** The result keeps both properties alive, not the reverse; each
   ///   subscription to it keeps it alive.
-  public func combineLatest<Other: PropertyProtocol>(_ other: Other) -> ReadOnlyProperty<(Value, Other.Value)> {
+  @inlinable public func combineLatest<Other: PropertyProtocol>(_ other: Other) -> ReadOnlyProperty<
+    (Value, Other.Value)
+  > {
     derivedPair(other, isDuplicate: nil)
   }
 
@@ -89,7 +93,7 @@ extension PropertyProtocol {
   /// - **Reentrancy:** As ``Property``. The `==` of both sides runs under the result's
   ///   lock.
   /// - **Lifetime:** As the other `combineLatest`.
-  public func combineLatest<Other: PropertyProtocol>(
+  @inlinable public func combineLatest<Other: PropertyProtocol>(
     _ other: Other
   ) -> ReadOnlyProperty<(Value, Other.Value)> where Value: Equatable, Other.Value: Equatable {
     derivedPair(other, isDuplicate: { $0.0 == $1.0 && $0.1 == $1.1 })
@@ -123,7 +127,7 @@ extension PropertyProtocol {
   /// - **Lifetime:** The result keeps this property, `transform` and its current
   ///   target alive; neither keeps the result alive. Each subscription to the result
   ///   keeps it alive.
-  public func flatMapLatest<Target: PropertyProtocol>(
+  @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target
   ) -> ReadOnlyProperty<Target.Value> {
     derivedSwitch(select: { transform($0).readOnly }, wrap: { $0 }, missing: nil, isDuplicate: nil)
@@ -139,7 +143,7 @@ extension PropertyProtocol {
   ///   change from `x` to `x`.
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** As the other `flatMapLatest`.
-  public func flatMapLatest<Target: PropertyProtocol>(
+  @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target
   ) -> ReadOnlyProperty<Target.Value> where Target.Value: Equatable {
     derivedSwitch(select: { transform($0).readOnly }, wrap: { $0 }, missing: nil, isDuplicate: { $0 == $1 })
@@ -159,7 +163,7 @@ extension PropertyProtocol {
   ///   nil.
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** As the other `flatMapLatest`.
-  public func flatMapLatest<Target: PropertyProtocol>(
+  @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target?
   ) -> ReadOnlyProperty<Target.Value?> {
     derivedSwitch(select: { transform($0)?.readOnly }, wrap: { $0 }, missing: .some(nil), isDuplicate: nil)
@@ -175,7 +179,7 @@ extension PropertyProtocol {
   ///   change from `x` to `x` (nil to nil included).
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** As the other `flatMapLatest`.
-  public func flatMapLatest<Target: PropertyProtocol>(
+  @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target?
   ) -> ReadOnlyProperty<Target.Value?> where Target.Value: Equatable {
     derivedSwitch(select: { transform($0)?.readOnly }, wrap: { $0 }, missing: .some(nil), isDuplicate: { $0 == $1 })
@@ -202,7 +206,7 @@ extension Collection where Element: PropertyProtocol {
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** The result keeps every property alive, not the reverse; each
   ///   subscription to it keeps it alive.
-  public func combineLatest() -> ReadOnlyProperty<[Element.Value]> {
+  @inlinable public func combineLatest() -> ReadOnlyProperty<[Element.Value]> {
     derivedArray(isDuplicate: nil)
   }
 
@@ -217,11 +221,11 @@ extension Collection where Element: PropertyProtocol {
   /// - **Reentrancy:** As ``Property``. The `==` of the values runs under the result's
   ///   lock.
   /// - **Lifetime:** As the other `combineLatest()`.
-  public func combineLatest() -> ReadOnlyProperty<[Element.Value]> where Element.Value: Equatable {
+  @inlinable public func combineLatest() -> ReadOnlyProperty<[Element.Value]> where Element.Value: Equatable {
     derivedArray(isDuplicate: { $0 == $1 })
   }
 
-  func derivedArray(
+  @inlinable func derivedArray(
     isDuplicate: (@Sendable ([Element.Value], [Element.Value]) -> Bool)?
   ) -> ReadOnlyProperty<[Element.Value]> {
     let sources = map { $0.readOnly }
@@ -235,7 +239,7 @@ extension Collection where Element: PropertyProtocol {
 }
 
 extension PropertyProtocol {
-  func derivedMap<T: Sendable>(
+  @inlinable func derivedMap<T: Sendable>(
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
@@ -244,7 +248,7 @@ extension PropertyProtocol {
     return ReadOnlyProperty(derived: node)
   }
 
-  func derivedPair<Other: PropertyProtocol>(
+  @inlinable func derivedPair<Other: PropertyProtocol>(
     _ other: Other, isDuplicate: (@Sendable ((Value, Other.Value), (Value, Other.Value)) -> Bool)?
   ) -> ReadOnlyProperty<(Value, Other.Value)> {
     let first = readOnly
@@ -259,7 +263,7 @@ extension PropertyProtocol {
 
   /// Builds a `flatMapLatest`: `select` picks the target for an outer value (nil for
   /// none, which reads as `missing`), `wrap` turns a target's value into the result's.
-  func derivedSwitch<Inner: Sendable, T: Sendable>(
+  @inlinable func derivedSwitch<Inner: Sendable, T: Sendable>(
     select: @escaping @Sendable (Value) -> ReadOnlyProperty<Inner>?,
     wrap: @escaping @Sendable (Inner) -> T,
     missing: T?,

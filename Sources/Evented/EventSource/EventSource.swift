@@ -82,16 +82,16 @@ extension EventSource where Event == Void {
 ///   alive; a source never keeps a derived source alive, but each subscription to the
 ///   derived source does.
 public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
-  let hub: Hub<Event, Void>
+  @usableFromInline let hub: Hub<Event, Void>
   /// The node of a derived source (`map`, `filter`, `merge`, …); nil for a view.
-  let derived: DerivedEventSource<Event>?
+  @usableFromInline let derived: DerivedEventSource<Event>?
 
   init(hub: Hub<Event, Void>) {
     self.hub = hub
     derived = nil
   }
 
-  init(derived: DerivedEventSource<Event>) {
+  @usableFromInline init(derived: DerivedEventSource<Event>) {
     hub = derived.hub
     self.derived = derived
   }

@@ -153,7 +153,7 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   /// Replaced by a no-op when released, so that calling it needs no optional thunk.
   @usableFromInline @exclusivity(unchecked) var handler: Handler
 
-  init(owner: AnyObject?, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+  @usableFromInline init(owner: AnyObject?, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
     super.init(isOnce: isOnce, target: target)
     self.owner = owner

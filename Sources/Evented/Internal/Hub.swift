@@ -51,7 +51,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
 
   /// Adds `entry`; if `replay` is given, first delivers its message to `entry` alone,
   /// taken from the stored value at the same instant.
-  func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
+  @usableFromInline func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
     entry.source = self
     var garbage = Garbage<Message>()
     let first = state.withLock { state -> Pending<Message>? in

@@ -34,7 +34,7 @@ struct Lock<State>: @unchecked Sendable {
     self.storage = storage
   }
 
-  static func make(_ initial: State) -> Lock<State> {
+  @usableFromInline static func make(_ initial: State) -> Lock<State> {
     Lock(storage: LockStorage.make(initial))
   }
 

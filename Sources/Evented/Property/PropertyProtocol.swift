@@ -209,7 +209,7 @@ extension PropertyProtocol {
 }
 
 /// Builds the replay of the current value for a new subscription.
-@Sendable
+@usableFromInline @Sendable
 func replayCurrent<Value>(_ value: borrowing Value) -> Update<Value> {
   let current = copy value
   return Update(old: current, new: current, isInitial: true)

@@ -35,7 +35,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
     derived = nil
   }
 
-  init(derived: DerivedProperty<Value>) {
+  @usableFromInline init(derived: DerivedProperty<Value>) {
     hub = derived.hub
     self.derived = derived
   }
