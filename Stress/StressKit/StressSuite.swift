@@ -67,7 +67,7 @@ public enum StressSuite {
     writers,
     asyncConsumers,
     actors,
-    actorsAndArrays,
+    arrays,
   ]
 
   /// The names and one-line summaries of the scenarios.

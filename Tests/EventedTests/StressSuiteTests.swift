@@ -22,6 +22,7 @@ import Testing
   @Test(arguments: [
     ("deliverOutOfOrder", "writers"),
     ("deliverOutOfOrder", "reentrancy-storm"),
+    ("deliverOutOfOrder", "arrays"),
     ("keepDeadOwners", "owner-churn"),
     ("cancelDoesNotWait", "cancel-race"),
   ])
