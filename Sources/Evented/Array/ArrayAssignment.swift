@@ -1,8 +1,9 @@
 // The changes that a whole-array assignment records.
 //
 // Equatable elements: the standard library's `CollectionDifference` (with moves
-// inferred when the elements are also Hashable, as `inferringMoves()` needs), translated into ordered, index-relative changes. A difference's removals
-// are offsets in the old array and its insertions offsets in the new one; applied as
+// inferred when the elements are also Hashable, as `inferringMoves()` needs),
+// translated into ordered, index-relative changes. A difference's removals are
+// offsets in the old array and its insertions offsets in the new one; applied as
 // the standard library does (removals from the highest offset down, then insertions
 // from the lowest up), every offset is also the index at the moment it applies. A
 // removal and an insertion associated with each other become one `move`, made when the

@@ -12,11 +12,12 @@
 /// Mutators have Array's names and results. Whole-array assignment through ``value``
 /// records a minimal difference when the elements are `Equatable` (the standard
 /// library's `CollectionDifference`, with moves inferred when they are also
-/// `Hashable`; an equal array notifies nobody), and otherwise removes every old element and inserts every new one. A mutation that
-/// changes nothing (`removeAll()` of an empty array, a move to the same index, an empty
-/// `append(contentsOf:)`, a batch that records nothing) notifies nobody. Replacing an
-/// element through the subscript always records a replacement, even with an equal
-/// element: only whole-array assignment compares elements.
+/// `Hashable`; an equal array notifies nobody), and otherwise removes every old
+/// element and inserts every new one. A mutation that changes nothing (`removeAll()`
+/// of an empty array, a move to the same index, an empty `append(contentsOf:)`, a
+/// batch that records nothing) notifies nobody. Replacing an element through the
+/// subscript always records a replacement, even with an equal element: only
+/// whole-array assignment compares elements.
 ///
 /// An out-of-range index, or `removeFirst()` / `removeLast()` on an empty array, stops
 /// the program with a message naming the operation, the index and the count, such as
@@ -43,7 +44,7 @@
 ///   the program with a message) and should not use other sources.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old arrays and removed elements are released outside
-///   the lock. `readOnly` views are not offered yet.
+///   the lock.
 public final class ArrayProperty<Element: Sendable>: Sendable {
   let hub: Hub<ArrayChangeset<Element>, [Element]>
   /// The changes of a whole-array assignment: a difference for `Equatable` elements.
