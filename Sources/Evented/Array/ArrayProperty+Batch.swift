@@ -26,65 +26,77 @@ extension ArrayProperty {
   ///   the closure throws.
   public struct Batch {
     /// The elements as they stand now.
-    public private(set) var array: [Element]
+    @usableFromInline var current: [Element]
     /// What was done so far, in order.
-    var changes: [ArrayChange<Element>] = []
+    @usableFromInline var changes: [ArrayChange<Element>] = []
     /// Whether out-of-range input is reported as part of a user's batch.
-    let isUserBatch: Bool
+    @usableFromInline let isUserBatch: Bool
 
+    @inlinable
     init(_ array: [Element], isUserBatch: Bool) {
-      self.array = array
+      self.current = array
       self.isUserBatch = isUserBatch
     }
 
+    /// The elements as they stand now.
+    @inlinable
+    public var array: [Element] { current }
+
     /// The number of elements.
-    public var count: Int { array.count }
+    @inlinable
+    public var count: Int { current.count }
 
     /// Whether there are no elements.
-    public var isEmpty: Bool { array.isEmpty }
+    @inlinable
+    public var isEmpty: Bool { current.isEmpty }
 
     /// The element at `index`; setting it records a replacement.
     ///
     /// - Precondition: `0 <= index < count`.
+    @inlinable
     public subscript(index: Int) -> Element {
       get {
-        check(index >= 0 && index < array.count, "[\(index)]")
-        return array[index]
+        check(index >= 0 && index < current.count, "[\(index)]")
+        return current[index]
       }
       set {
-        check(index >= 0 && index < array.count, "[\(index)] = …")
-        let old = array[index]
-        array[index] = newValue
+        check(index >= 0 && index < current.count, "[\(index)] = …")
+        let old = current[index]
+        current[index] = newValue
         changes.append(.replace(index: index, old: old, new: newValue))
       }
     }
 
     /// Appends `element`.
+    @inlinable
     public mutating func append(_ element: Element) {
-      changes.append(.insert(index: array.count, element: element))
-      array.append(element)
+      changes.append(.insert(index: current.count, element: element))
+      current.append(element)
     }
 
     /// Appends `elements`, in order.
-    public mutating func append(contentsOf elements: some Sequence<Element>) {
-      for element in elements { append(element) }
+    @inlinable
+    public mutating func append(contentsOf newElements: some Sequence<Element>) {
+      for element in newElements { append(element) }
     }
 
     /// Inserts `element` at `index`.
     ///
     /// - Precondition: `0 <= index <= count`.
+    @inlinable
     public mutating func insert(_ element: Element, at index: Int) {
-      check(index >= 0 && index <= array.count, "insert(_:at: \(index))")
-      array.insert(element, at: index)
+      check(index >= 0 && index <= current.count, "insert(_:at: \(index))")
+      current.insert(element, at: index)
       changes.append(.insert(index: index, element: element))
     }
 
     /// Inserts `elements` at `index`, in order.
     ///
     /// - Precondition: `0 <= index <= count`.
-    public mutating func insert(contentsOf elements: some Collection<Element>, at index: Int) {
-      check(index >= 0 && index <= array.count, "insert(contentsOf:at: \(index))")
-      for (offset, element) in elements.enumerated() {
+    @inlinable
+    public mutating func insert(contentsOf newElements: some Collection<Element>, at index: Int) {
+      check(index >= 0 && index <= current.count, "insert(contentsOf:at: \(index))")
+      for (offset, element) in newElements.enumerated() {
         insert(element, at: index + offset)
       }
     }
@@ -92,10 +104,10 @@ extension ArrayProperty {
     /// Removes and returns the element at `index`.
     ///
     /// - Precondition: `0 <= index < count`.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func remove(at index: Int) -> Element {
-      check(index >= 0 && index < array.count, "remove(at: \(index))")
-      let element = array.remove(at: index)
+      check(index >= 0 && index < current.count, "remove(at: \(index))")
+      let element = current.remove(at: index)
       changes.append(.remove(index: index, element: element))
       return element
     }
@@ -103,7 +115,7 @@ extension ArrayProperty {
     /// Removes and returns the first element.
     ///
     /// - Precondition: The array is not empty.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func removeFirst() -> Element {
       checkNotEmpty("removeFirst()")
       return remove(at: 0)
@@ -112,20 +124,22 @@ extension ArrayProperty {
     /// Removes and returns the last element.
     ///
     /// - Precondition: The array is not empty.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func removeLast() -> Element {
       checkNotEmpty("removeLast()")
-      return remove(at: array.count - 1)
+      return remove(at: current.count - 1)
     }
 
     /// Removes and returns the last element, or returns nil if the array is empty.
+    @inlinable
     public mutating func popLast() -> Element? {
-      array.isEmpty ? nil : remove(at: array.count - 1)
+      current.isEmpty ? nil : remove(at: current.count - 1)
     }
 
     /// Removes every element, from the last down.
+    @inlinable
     public mutating func removeAll() {
-      while !array.isEmpty { remove(at: array.count - 1) }
+      while !current.isEmpty { remove(at: current.count - 1) }
     }
 
     /// Replaces the elements in `subrange` with `newElements`; the two may differ in
@@ -135,9 +149,10 @@ extension ArrayProperty {
     /// old elements (from the last down) or insertions of the excess new ones.
     ///
     /// - Precondition: `0 <= subrange.lowerBound` and `subrange.upperBound <= count`.
+    @inlinable
     public mutating func replaceSubrange(_ subrange: Range<Int>, with newElements: some Collection<Element>) {
       check(
-        subrange.lowerBound >= 0 && subrange.upperBound <= array.count,
+        subrange.lowerBound >= 0 && subrange.upperBound <= current.count,
         "replaceSubrange(\(subrange.lowerBound)..<\(subrange.upperBound), with:)", isRange: true)
       var index = subrange.lowerBound
       var newIterator = newElements.makeIterator()
@@ -157,40 +172,43 @@ extension ArrayProperty {
     /// nothing and records nothing.
     ///
     /// - Precondition: `0 <= from < count` and `0 <= to < count`.
+    @inlinable
     public mutating func move(from: Int, to: Int) {
       check(
-        from >= 0 && from < array.count && to >= 0 && to < array.count, "move(from: \(from), to: \(to))")
+        from >= 0 && from < current.count && to >= 0 && to < current.count, "move(from: \(from), to: \(to))")
       guard from != to else { return }
-      let element = array.remove(at: from)
-      array.insert(element, at: to)
+      let element = current.remove(at: from)
+      current.insert(element, at: to)
       changes.append(.move(from: from, to: to, element: element))
     }
 
     /// Stops the program with a message naming the operation and the count, unless
     /// `isValid`.
-    @inline(__always)
+    @inlinable @inline(__always)
     func check(_ isValid: Bool, _ operation: @autoclosure () -> String, isRange: Bool = false) {
-      if !isValid { badInput(operation(), count: array.count, isRange: isRange, inBatch: isUserBatch) }
+      if !isValid { badInput(operation(), count: current.count, isRange: isRange, inBatch: isUserBatch) }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func checkNotEmpty(_ operation: @autoclosure () -> String) {
-      if array.isEmpty { badInput(operation(), count: 0, isEmpty: true, inBatch: isUserBatch) }
+      if current.isEmpty { badInput(operation(), count: 0, isEmpty: true, inBatch: isUserBatch) }
     }
   }
 }
 
 extension ArrayProperty.Batch: RandomAccessCollection {
   /// Zero.
+  @inlinable
   public var startIndex: Int { 0 }
   /// ``count``.
-  public var endIndex: Int { array.count }
+  @inlinable
+  public var endIndex: Int { current.count }
 }
 
 extension ArrayProperty.Batch: Sendable {}
 
 /// Stops the program for an out-of-range index or removal from an empty array.
-@inline(never)
+@usableFromInline @inline(never)
 func badInput(
   _ operation: String, count: Int, isRange: Bool = false, isEmpty: Bool = false, inBatch: Bool = false
 ) -> Never {

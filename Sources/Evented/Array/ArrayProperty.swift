@@ -46,9 +46,9 @@
 ///   ``Subscription/cancel()``. Old arrays and removed elements are released outside
 ///   the lock.
 public final class ArrayProperty<Element: Sendable>: Sendable {
-  let hub: Hub<ArrayChangeset<Element>, [Element]>
+  @usableFromInline let hub: Hub<ArrayChangeset<Element>, [Element]>
   /// The changes of a whole-array assignment: a difference for `Equatable` elements.
-  let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
+  @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
 
   init(elements: [Element], assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]) {
     hub = Hub(elements)
@@ -66,21 +66,25 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///
   /// - Note: `value.append(x)` reads, then assigns: two critical sections. Use the
   ///   property's own ``append(_:)`` or ``batch(_:)``.
+  @inlinable
   public var value: [Element] {
     get { hub.read { copy $0 } }
     set { assign(newValue) }
   }
 
   /// The number of elements.
+  @inlinable
   public var count: Int { hub.read { $0.count } }
 
   /// Whether the array is empty.
+  @inlinable
   public var isEmpty: Bool { hub.read { $0.isEmpty } }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
   ///
   /// - Precondition: `0 <= index < count`, checked under the lock; otherwise the
   ///   program stops with a message, and a setter commits nothing.
+  @inlinable
   public subscript(index: Int) -> Element {
     get {
       let element = hub.read { array -> Element? in index >= 0 && index < array.count ? array[index] : nil }
@@ -93,11 +97,13 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   }
 
   /// Appends `element`.
+  @inlinable
   public func append(_ element: Element) {
     perform("append(_:)", .none) { $0.append(element) }
   }
 
   /// Appends `elements`, in order, in one changeset.
+  @inlinable
   public func append(contentsOf elements: some Sequence<Element>) {
     let elements = Array(elements)
     perform("append(contentsOf:)", .none) { $0.append(contentsOf: elements) }
@@ -106,6 +112,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Inserts `element` at `index`.
   ///
   /// - Precondition: `0 <= index <= count`.
+  @inlinable
   public func insert(_ element: Element, at index: Int) {
     perform("insert(_:at: \(index))", .position(index)) { $0.insert(element, at: index) }
   }
@@ -113,6 +120,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Inserts `elements` at `index`, in order, in one changeset.
   ///
   /// - Precondition: `0 <= index <= count`.
+  @inlinable
   public func insert(contentsOf elements: some Collection<Element>, at index: Int) {
     let elements = Array(elements)
     perform("insert(contentsOf:at: \(index))", .position(index)) {
@@ -123,7 +131,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Removes and returns the element at `index`.
   ///
   /// - Precondition: `0 <= index < count`.
-  @discardableResult
+  @inlinable @discardableResult
   public func remove(at index: Int) -> Element {
     perform("remove(at: \(index))", .index(index)) { $0.remove(at: index) }
   }
@@ -131,7 +139,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Removes and returns the first element.
   ///
   /// - Precondition: The array is not empty.
-  @discardableResult
+  @inlinable @discardableResult
   public func removeFirst() -> Element {
     perform("removeFirst()", .nonEmpty) { $0.removeFirst() }
   }
@@ -139,19 +147,20 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Removes and returns the last element.
   ///
   /// - Precondition: The array is not empty.
-  @discardableResult
+  @inlinable @discardableResult
   public func removeLast() -> Element {
     perform("removeLast()", .nonEmpty) { $0.removeLast() }
   }
 
   /// Removes and returns the last element, or returns nil (notifying nobody) if the
   /// array is empty.
-  @discardableResult
+  @inlinable @discardableResult
   public func popLast() -> Element? {
     perform("popLast()", .none) { $0.popLast() }
   }
 
   /// Removes every element, in one changeset (removals from the last element down).
+  @inlinable
   public func removeAll() {
     perform("removeAll()", .none) { $0.removeAll() }
   }
@@ -163,6 +172,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// old elements or insertions of the excess new ones.
   ///
   /// - Precondition: `0 <= subrange.lowerBound` and `subrange.upperBound <= count`.
+  @inlinable
   public func replaceSubrange(_ subrange: Range<Int>, with newElements: some Collection<Element>) {
     let elements = Array(newElements)
     perform(
@@ -176,6 +186,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// nobody.
   ///
   /// - Precondition: `0 <= from < count` and `0 <= to < count`.
+  @inlinable
   public func move(from: Int, to: Int) {
     perform("move(from: \(from), to: \(to))", .indices(from, to)) {
       $0.move(from: from, to: to)
@@ -202,7 +213,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///   inside `body` stops the program before any part of the batch is committed.
   ///   Touching other sources from `body` can deadlock against a thread that does the
   ///   opposite.
-  @discardableResult
+  @inlinable @discardableResult
   public func batch<Result, Failure: Error>(
     _ body: (inout Batch) throws(Failure) -> Result
   ) throws(Failure) -> Result {
@@ -224,12 +235,14 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
 
   /// What a commit takes out of the lock, to release after unlocking: the old array,
   /// or a thrown-away batch with the elements it recorded.
+  @usableFromInline
   enum Leftover {
     case array([Element]?)
     case batch(Batch)
   }
 
   /// What a mutation needs of the array's count.
+  @usableFromInline
   enum Requirement {
     case none
     /// A valid index: `0 <= index < count`.
@@ -243,6 +256,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     /// At least one element.
     case nonEmpty
 
+    @inlinable
     func isMet(byCount count: Int) -> Bool {
       switch self {
       case .none: true
@@ -255,6 +269,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     }
 
     /// Stops the program with a message about `operation` failing this requirement.
+    @usableFromInline
     func fail(_ operation: String, count: Int) -> Never {
       switch self {
       case .range: badInput(operation, count: count, isRange: true)
@@ -267,6 +282,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// Runs one mutation, after checking its input against the stored array's count.
   ///
   /// Bad input stops the program after the lock is released, with nothing committed.
+  @inlinable
   func perform<Outcome>(
     _ operation: @autoclosure () -> String,
     _ requirement: Requirement,
@@ -289,6 +305,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// the changeset, or nils if the batch recorded nothing.
   ///
   /// - Precondition: Called inside the hub's lock.
+  @inlinable
   static func commit(_ batch: Batch, to stored: inout [Element]) -> ([Element]?, ArrayChangeset<Element>?) {
     guard !batch.changes.isEmpty else { return (nil, nil) }
     // Assigned, never mutated in place: the old array may be held by readers.
@@ -298,6 +315,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   }
 
   /// Assigns `new`, recording the changes of ``assignment``.
+  @inlinable
   func assign(_ new: [Element]) {
     let old = hub.commit { stored -> ([Element]?, ArrayChangeset<Element>?) in
       let changes = assignment(stored, new)
