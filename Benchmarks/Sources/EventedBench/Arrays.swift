@@ -80,12 +80,17 @@ func arrayAssignBench(_ peer: Peer, changesets: Bool) -> Result<Bench, Unavailab
   if let reason = arrayPeer(peer) { return .failure(reason) }
   let sink = Sink()
   let arrays = [arrayBenchChanged, arrayBenchBase]
+  // Counts on across samples, so that no assignment repeats the current array.
+  var next = 0
   if peer == .floor {
     let property = FloorProperty(arrayBenchBase)
     property.subscribe { sink.add($0.count) }
     return .success(
       .onThisThread(sink: sink, deliveries: 1, keepAlive: [property]) { n in
-        for i in 0..<n { property.value = arrays[i & 1] }
+        for _ in 0..<n {
+          property.value = arrays[next & 1]
+          next &+= 1
+        }
       })
   }
   if changesets {
@@ -93,13 +98,19 @@ func arrayAssignBench(_ peer: Peer, changesets: Bool) -> Result<Bench, Unavailab
     let subscription = property.observeChanges { sink.add($0.changes.count) }
     return .success(
       .onThisThread(sink: sink, deliveries: 1, keepAlive: [property, subscription]) { n in
-        for i in 0..<n { property.value = arrays[i & 1] }
+        for _ in 0..<n {
+          property.value = arrays[next & 1]
+          next &+= 1
+        }
       })
   }
   let property = Property(arrayBenchBase)
   let subscription = property.observeChanges { sink.add($0.newValue.count) }
   return .success(
     .onThisThread(sink: sink, deliveries: 1, keepAlive: [property, subscription]) { n in
-      for i in 0..<n { property.value = arrays[i & 1] }
+      for _ in 0..<n {
+        property.value = arrays[next & 1]
+        next &+= 1
+      }
     })
 }
