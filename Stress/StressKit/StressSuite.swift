@@ -68,7 +68,7 @@ public enum StressSuite {
     derived,
     asyncConsumers,
     actors,
-    actorsAndArrays,
+    arrays,
   ]
 
   /// The names and one-line summaries of the scenarios.

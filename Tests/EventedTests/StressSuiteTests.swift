@@ -23,6 +23,7 @@ import Testing
     ("deliverOutOfOrder", "writers"),
     ("deliverOutOfOrder", "reentrancy-storm"),
     ("deliverOutOfOrder", "derived"),
+    ("deliverOutOfOrder", "arrays"),
     ("keepDeadOwners", "owner-churn"),
     ("cancelDoesNotWait", "cancel-race"),
   ])

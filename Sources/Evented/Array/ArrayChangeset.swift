@@ -1,0 +1,174 @@
+/// One change to an array. Its indices refer to the array as it stands when the change
+/// is applied, after every change before it in the same changeset.
+///
+/// ```swift
+/// switch change {
+/// case .insert(let index, let element): print("inserted \(element) at \(index)")
+/// case .remove(let index, let element): print("removed \(element) from \(index)")
+/// case .replace(let index, let old, let new): print("\(old) became \(new) at \(index)")
+/// case .move(let from, let to, let element): print("moved \(element) from \(from) to \(to)")
+/// }
+/// ```
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** A value type; `Sendable` when `Element` is.
+/// - **Ordering:** Meaningful only in its changeset, after the changes before it.
+/// - **Reentrancy:** Not applicable.
+/// - **Lifetime:** Holds the elements it names.
+public enum ArrayChange<Element> {
+  /// `element` was inserted at `index`; the elements from `index` on moved up by one.
+  case insert(index: Int, element: Element)
+  /// `element` was removed from `index`; the elements after it moved down by one.
+  case remove(index: Int, element: Element)
+  /// The element at `index` was replaced: `old` became `new`.
+  case replace(index: Int, old: Element, new: Element)
+  /// `element` was removed from `from`, then inserted at `to`, its final index (as
+  /// UIKit's `moveRow(at:to:)`).
+  case move(from: Int, to: Int, element: Element)
+}
+
+extension ArrayChange: Sendable where Element: Sendable {}
+extension ArrayChange: Equatable where Element: Equatable {}
+extension ArrayChange: Hashable where Element: Hashable {}
+
+/// What one mutation or batch of an ``ArrayProperty`` did: the ordered changes, the
+/// resulting array, and the index summaries a table or collection view needs.
+///
+/// ```swift
+/// friends.observeChanges(with: self) { owner, changeset in
+///   owner.rows = changeset.array
+///   owner.table.deleteRows(changeset.removals)      // indices in the old array
+///   owner.table.insertRows(changeset.insertions)    // indices in the new array
+/// }
+/// ```
+///
+/// ``changes`` is exact and ordered: each index refers to the array as it stands when
+/// that change is applied, so ``applied(to:)`` on the previous array yields ``array``.
+/// ``removals`` and ``insertions`` summarize the same changeset for
+/// `performBatchUpdates`: an element that was removed, replaced or moved counts as a
+/// removal at its index in the old array, and an element that was inserted, replaced
+/// or moved counts as an insertion at its index in the new array. The elements in
+/// neither list are the ones left untouched, in the same order in both arrays.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** A value type; `Sendable` when `Element` is.
+/// - **Ordering:** Consecutive changesets delivered to one subscription chain: each
+///   applies to the ``array`` of the one before.
+/// - **Reentrancy:** Not applicable.
+/// - **Lifetime:** Holds the resulting array and every element its changes name,
+///   including removed ones.
+public struct ArrayChangeset<Element> {
+  /// The element changes, in the order they were made.
+  public let changes: [ArrayChange<Element>]
+  /// The array after the changes.
+  public let array: [Element]
+
+  /// Creates a changeset.
+  ///
+  /// - Parameters:
+  ///   - changes: The changes, each index relative to the array as it stands when
+  ///     that change is applied.
+  ///   - array: The array that applying `changes` to the previous array yields. The
+  ///     summaries ``removals`` and ``insertions`` assume it is.
+  public init(changes: [ArrayChange<Element>], array: [Element]) {
+    self.changes = changes
+    self.array = array
+  }
+
+  /// Applies ``changes`` in order to `array`.
+  ///
+  /// Applied to the array this changeset was committed against, the result equals
+  /// ``array``; a subscriber can keep a replica this way.
+  ///
+  /// - Parameter array: The array before the changes.
+  /// - Returns: The array after them.
+  /// - Precondition: Every index is valid for `array` at the point its change applies,
+  ///   as it is for the array the changeset was made from.
+  /// - Complexity: O(*n* × *k*) for *n* elements and *k* changes.
+  public func applied(to array: [Element]) -> [Element] {
+    var result = array
+    for change in changes {
+      switch change {
+      case .insert(let index, let element):
+        result.insert(element, at: index)
+      case .remove(let index, _):
+        result.remove(at: index)
+      case .replace(let index, _, let new):
+        result[index] = new
+      case .move(let from, let to, _):
+        let element = result.remove(at: from)
+        result.insert(element, at: to)
+      }
+    }
+    return result
+  }
+
+  /// The indices, in the old array, of the elements that were removed, replaced or
+  /// moved; sorted ascending. Pass them to `deleteRows` / `deleteItems`.
+  ///
+  /// - Complexity: O(1) for a single change; otherwise O(*n* × *k*) for *n* elements
+  ///   and *k* changes.
+  public var removals: [Int] { summary.removals }
+
+  /// The indices, in the new array, of the elements that were inserted, replaced or
+  /// moved; sorted ascending. Pass them to `insertRows` / `insertItems`.
+  ///
+  /// - Complexity: O(1) for a single change; otherwise O(*n* × *k*) for *n* elements
+  ///   and *k* changes.
+  public var insertions: [Int] { summary.insertions }
+
+  /// Whether the changeset has no changes.
+  public var isEmpty: Bool { changes.isEmpty }
+
+  /// Both summaries, computed by following every position of the old array through the
+  /// changes: a position survives only if no change touched its element.
+  var summary: (removals: [Int], insertions: [Int]) {
+    if changes.count <= 1 {
+      switch changes.first {
+      case nil: return ([], [])
+      case .insert(let index, _): return ([], [index])
+      case .remove(let index, _): return ([index], [])
+      case .replace(let index, _, _): return ([index], [index])
+      case .move(let from, let to, _): return ([from], [to])
+      }
+    }
+    var inserted = 0
+    var removed = 0
+    for change in changes {
+      switch change {
+      case .insert: inserted += 1
+      case .remove: removed += 1
+      case .replace, .move: break
+      }
+    }
+    // The index in the old array of the element at each position, or -1 for an element
+    // that is not an untouched one of the old array.
+    var origins = Array(0..<(array.count - inserted + removed))
+    var removals: [Int] = []
+    for change in changes {
+      switch change {
+      case .insert(let index, _):
+        origins.insert(-1, at: index)
+      case .remove(let index, _):
+        if origins[index] >= 0 { removals.append(origins[index]) }
+        origins.remove(at: index)
+      case .replace(let index, _, _):
+        if origins[index] >= 0 { removals.append(origins[index]) }
+        origins[index] = -1
+      case .move(let from, let to, _):
+        let origin = origins.remove(at: from)
+        if origin >= 0 { removals.append(origin) }
+        origins.insert(-1, at: to)
+      }
+    }
+    removals.sort()
+    let insertions = origins.indices.filter { origins[$0] < 0 }
+    return (removals, insertions)
+  }
+}
+
+extension ArrayChangeset: Sendable where Element: Sendable {}
+extension ArrayChangeset: Equatable where Element: Equatable {}
+extension ArrayChangeset: Hashable where Element: Hashable {}

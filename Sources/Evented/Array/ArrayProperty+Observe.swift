@@ -1,0 +1,160 @@
+extension ArrayProperty {
+  /// The number of subscriptions whose owner is alive.
+  ///
+  /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
+  public var observerCount: Int { hub.liveCount }
+
+  /// Calls `handler` with the current array now, then with the array after every
+  /// commit, for as long as `owner` lives.
+  ///
+  /// ```swift
+  /// model.friends.observe(with: label) { label, friends in label.text = "\(friends.count)" }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - delivery: Where the handler runs. With `.synchronous`, the current array is
+  ///     delivered before this returns unless another thread is delivering for the
+  ///     property (then it is delivered in order by that thread).
+  ///   - handler: Called with the owner and each array, never concurrently with itself.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observe<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: Self.replay) { owner, changeset in
+      handler(owner, changeset.array)
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the current array, then with
+  /// the array after every commit, for as long as `owner` lives.
+  @discardableResult
+  public func observe<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, replay: Self.replay) { owner, changeset in
+      handler(owner, changeset.array)
+    }
+  }
+
+  /// Calls `handler` with the current array now, then with the array after every
+  /// commit, for as long as the returned subscription is kept.
+  public func observe(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), replay: Self.replay) { changeset in
+      handler(changeset.array)
+    }
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the current array, then with
+  /// the array after every commit, for as long as the returned subscription is kept.
+  public func observe(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(replay: Self.replay) { changeset in
+      handler(changeset.array)
+    }
+  }
+
+  /// Calls `handler` with the changeset of every commit from now on, for as long as
+  /// `owner` lives. The current array is not replayed: read ``value`` first, or use
+  /// ``observe(with:on:_:)``, to learn the array the first changeset applies to.
+  ///
+  /// ```swift
+  /// model.friends.observeChanges(with: view) { view, changeset in
+  ///   view.rows = changeset.array
+  ///   view.animate(removing: changeset.removals, inserting: changeset.insertions)
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the owner and each changeset, one per commit, in commit
+  ///     order, never concurrently with itself.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observeChanges<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
+  ) -> Subscription {
+    hub.observe(owner: owner, target: DeliveryTarget(delivery), handler)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the changeset of every commit
+  /// from now on, for as long as `owner` lives.
+  @discardableResult
+  public func observeChanges<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(owner: owner, handler)
+  }
+
+  /// Calls `handler` with the changeset of every commit from now on, for as long as
+  /// the returned subscription is kept.
+  public func observeChanges(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
+  ) -> Subscription {
+    hub.observe(target: DeliveryTarget(delivery), handler)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the changeset of every commit
+  /// from now on, for as long as the returned subscription is kept.
+  public func observeChanges(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
+  ) -> Subscription {
+    hub.observeOnMain(handler)
+  }
+
+  /// The current array, then the array after every commit, keeping only the newest
+  /// undelivered one.
+  ///
+  /// ```swift
+  /// for await friends in model.friends.values { render(friends) }
+  /// ```
+  ///
+  /// A slow consumer never falls behind: it skips to the latest array, and when
+  /// writers stop, the last array it receives equals ``value``.
+  public var values: AsyncValues<[Element]> {
+    values(bufferingPolicy: .bufferingNewest(1))
+  }
+
+  /// The current array, then the array after every commit, with the given buffering.
+  ///
+  /// - Parameter bufferingPolicy: What to keep while the consumer is busy;
+  ///   `.unbounded` delivers the array of every commit.
+  /// - Returns: A single-pass sequence that subscribed during this call, together with
+  ///   reading the current array, so no later commit is missed.
+  public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<[Element]> {
+    let buffer = AsyncBuffer<[Element]>(policy: bufferingPolicy)
+    let link = SourceLink(buffer)
+    let entry = Entry<ArrayChangeset<Element>>(owner: buffer, target: nil) { owner, changeset in
+      withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<[Element]>.self).push(changeset.array) }
+    }
+    hub.subscribe(buffer, with: entry, replay: Self.replay)
+    return AsyncValues(buffer: buffer)
+  }
+
+  /// The message that gives a new subscription the current array.
+  @Sendable
+  static func replay(_ array: borrowing [Element]) -> ArrayChangeset<Element> {
+    ArrayChangeset(changes: [], array: copy array)
+  }
+}
