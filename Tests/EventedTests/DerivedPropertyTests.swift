@@ -478,4 +478,42 @@ final class Friend: Sendable {
     #expect(other.value == 10)
     subscription.cancel()
   }
+
+  // MARK: Arrays
+
+  @Test func anArrayPropertysReadOnlyViewMapsAndCombines() {
+    let friends = ArrayProperty(["Ann"])
+    let filter = Property("")
+    let view = friends.readOnly
+    let visible = view.combineLatest(filter).map { names, prefix in names.filter { $0.hasPrefix(prefix) } }
+    let count = view.map(\.count)
+    let seen = Recorder<[String]>()
+    let counts = Recorder<Int>()
+    let s1 = visible.observe { seen.append($0) }
+    let s2 = count.observe { counts.append($0) }
+    #expect(friends.observerCount == 1, "one view, shared by both derived values")
+    friends.append("Bob")
+    friends.batch { array in
+      array.append("Bea")
+      array.remove(at: 0)
+    }
+    filter.value = "B"
+    // The filter leaves the visible names equal: an Equatable result skips it.
+    #expect(seen.values == [["Ann"], ["Ann", "Bob"], ["Bob", "Bea"]])
+    #expect(counts.values == [1, 2])
+    #expect(view.value == ["Bob", "Bea"])
+    s1.cancel()
+    s2.cancel()
+  }
+
+  @Test func anArrayPropertysReadOnlyViewEndsItsSubscriptionWhenDropped() {
+    let friends = ArrayProperty([1, 2])
+    do {
+      let doubled = friends.readOnly.map { $0.map { $0 * 2 } }
+      friends.append(3)
+      #expect(doubled.value == [2, 4, 6])
+      #expect(friends.observerCount == 1)
+    }
+    #expect(friends.observerCount == 0)
+  }
 }
