@@ -36,16 +36,16 @@ let workloads: [Workload] = [
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),
   Workload(id: "W7", title: "1,000,000 values thread → for await", unit: "ns/value") { asyncBench($0) },
   Workload(
-    id: "W8", title: "ArrayProperty: append, then removeLast, 1,000 Ints, 1 subscriber", unit: "ns/mutation",
+    id: "A1", title: "ArrayProperty: append, then removeLast, 1,000 Ints, 1 subscriber", unit: "ns/mutation",
     divisor: 2
   ) { arrayAppendBench($0, changesets: true) },
   Workload(
-    id: "W8p", title: "Property<[Int]>: the same arrays by modify, 1 subscriber", unit: "ns/mutation", divisor: 2
+    id: "A1p", title: "Property<[Int]>: the same arrays by modify, 1 subscriber", unit: "ns/mutation", divisor: 2
   ) { arrayAppendBench($0, changesets: false) },
-  Workload(id: "W9", title: "ArrayProperty: assign 1,000 Ints, 10 changes, 1 subscriber", unit: "ns/assignment") {
+  Workload(id: "A2", title: "ArrayProperty: assign 1,000 Ints, 10 changes, 1 subscriber", unit: "ns/assignment") {
     arrayAssignBench($0, changesets: true)
   },
-  Workload(id: "W9p", title: "Property<[Int]>: write the same arrays, 1 subscriber", unit: "ns/assignment") {
+  Workload(id: "A2p", title: "Property<[Int]>: write the same arrays, 1 subscriber", unit: "ns/assignment") {
     arrayAssignBench($0, changesets: false)
   },
 ]
