@@ -1,4 +1,4 @@
-// Arrays (W8, W9): ArrayProperty's changesets against a Property<[Int]> that is
+// Arrays (A1, A2): ArrayProperty's changesets against a Property<[Int]> that is
 // written the same arrays. The floor is a Mutex-guarded property of `[Int]` written
 // the same arrays, so every row of a pair shares its scale.
 
