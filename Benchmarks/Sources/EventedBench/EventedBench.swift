@@ -34,6 +34,8 @@ let workloads: [Workload] = [
     concurrentSendBench($0)
   },
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),
+  Workload(id: "W8", title: "memory of an idle Property<Int>, 1,000,000", unit: "B/property", make: nil),
+  Workload(id: "W8e", title: "memory of an idle EventSource<Int>, 1,000,000", unit: "B/source", make: nil),
   Workload(id: "W7", title: "1,000,000 values thread → for await", unit: "ns/value") { asyncBench($0) },
   Workload(
     id: "A1", title: "ArrayProperty: append, then removeLast, 1,000 Ints, 1 subscriber", unit: "ns/mutation",
@@ -127,8 +129,8 @@ func log(_ text: String) {
 enum EventedBench {
   static func main() {
     var arguments = Array(CommandLine.arguments.dropFirst())
-    if arguments.first == memoryChildFlag, arguments.count == 2, let peer = Peer(rawValue: arguments[1]) {
-      exit(memoryChild(peer))
+    if arguments.first == memoryChildFlag, arguments.count == 3, let peer = Peer(rawValue: arguments[2]) {
+      exit(arguments[1] == "W6" ? memoryChild(peer) : idleMemoryChild(arguments[1], peer))
     }
     let options: Options
     do {
@@ -199,7 +201,7 @@ enum EventedBench {
         var runs: [Peer: [Double]] = [:]
         for _ in 0..<options.memoryRuns {
           for peer in options.peers where cells[peer] == nil {
-            switch memoryRun(peer) {
+            switch memoryRun(workload.id, peer) {
             case .success(let bytes): runs[peer, default: []].append(bytes)
             case .failure(let reason): cells[peer] = .unavailable(reason.reason)
             }

@@ -87,15 +87,16 @@ func memoryChild(_ peer: Peer) -> Int32 {
   return 0
 }
 
-/// Measures W6 once for `peer`, in a fresh process: bytes per subscription.
-func memoryRun(_ peer: Peer) -> Result<Double, Unavailable> {
+/// Measures a memory row once for `peer`, in a fresh process: bytes per subscription
+/// (W6) or per idle source (W8, W8e).
+func memoryRun(_ id: String, _ peer: Peer) -> Result<Double, Unavailable> {
   switch peer {
   case .asyncStream: return .failure(Unavailable("n/a (async only)"))
   default: break
   }
   let process = Process()
   process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-  process.arguments = [memoryChildFlag, peer.rawValue]
+  process.arguments = [memoryChildFlag, id, peer.rawValue]
   let pipe = Pipe()
   process.standardOutput = pipe
   do {
@@ -107,7 +108,34 @@ func memoryRun(_ peer: Peer) -> Result<Double, Unavailable> {
   process.waitUntilExit()
   let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
   guard process.terminationStatus == 0, let bytes = Double(text) else {
+    if process.terminationStatus == 3 { return .failure(Unavailable("n/a")) }
     return .failure(Unavailable("n/a (child failed: \(process.terminationStatus))"))
   }
   return .success(bytes)
+}
+
+/// Runs in the child process for W8 (`Property<Int>`) and W8e (`EventSource<Int>`):
+/// makes `memorySubscriptionCount` idle sources, keeps them, and prints the resident
+/// bytes added per source. Exits 3 for a peer without such a source.
+func idleMemoryChild(_ id: String, _ peer: Peer) -> Int32 {
+  let count = memorySubscriptionCount
+  let isProperty = id == "W8"
+  let before = residentBytes()
+  let keep: Any
+  switch (peer, isProperty) {
+  case (.floor, true): keep = (0..<count).map { FloorProperty($0) }
+  case (.floor, false): keep = (0..<count).map { _ in FloorSource<Int>() }
+  case (.evented, true): keep = (0..<count).map { Property($0) }
+  case (.evented, false): keep = (0..<count).map { _ in EventSource<Int>() }
+  case (.openCombine, true): keep = (0..<count).map { CurrentValueSubject<Int, Never>($0) }
+  case (.openCombine, false): keep = (0..<count).map { _ in PassthroughSubject<Int, Never>() }
+  case (.eventedActor, true): keep = (0..<count).map { ActorProperty($0) }
+  case (.eventedActor, false): keep = (0..<count).map { _ in ActorEventSource<Int>() }
+  default: return 3
+  }
+  let after = residentBytes()
+  withExtendedLifetime(keep) {
+    print(Double(after - before) / Double(count))
+  }
+  return 0
 }
