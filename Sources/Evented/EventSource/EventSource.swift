@@ -43,7 +43,9 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// Ends every subscription of this source.
   ///
   /// When this returns, no handler of this source will start again. A handler that is
-  /// running on another thread is waited for, as with ``Subscription/cancel()``.
+  /// running on another thread is waited for, as with ``Subscription/cancel()``. This
+  /// holds when several threads call it at once, too: each call also ends, and waits
+  /// for, the subscriptions that another call removed and is still ending.
   public func removeAllObservers() {
     hub.removeAll()
   }

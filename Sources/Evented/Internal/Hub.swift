@@ -69,11 +69,15 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     garbage.dispose()
   }
 
-  /// Ends and removes every subscription.
+  /// Ends and removes every subscription; also ends, and waits for, those that a
+  /// concurrent call removed and has not finished ending.
   func removeAll() {
     var garbage = Garbage<Message>()
-    state.withLock { $0.removeAll(into: &garbage) }
+    let ticket = state.withLock { $0.removeAll(into: &garbage) }
     garbage.dispose()
+    var finished = Garbage<Message>()
+    state.withLock { $0.finishRemoval(ticket, into: &finished) }
+    _ = finished
   }
 
   /// The number of subscriptions whose owner is alive, after sweeping the others out.

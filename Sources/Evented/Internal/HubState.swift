@@ -11,6 +11,10 @@
 // - `pending` is the FIFO of committed deliveries that wait for the delivering thread
 //   (`isDelivering`): a send or write made while another delivery pass runs is
 //   committed at once and queued here, with the snapshot of its commit.
+// - `removals` holds the subscriptions taken out by each `removeAllObservers()` call
+//   that is still ending them (keyed by a ticket). A concurrent call ends and waits
+//   for those too, so that no call returns while a subscription it did not see is
+//   still to be ended or still running on another thread.
 //
 // Nothing that may hold user objects is released under the lock: removed
 // subscriptions, replaced snapshots and owners loaded to test liveness are moved into
@@ -29,8 +33,11 @@ enum Pending<Message> {
 @usableFromInline
 struct Garbage<Message> {
   @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
-  /// Removed by `removeAllObservers`: ended with a wait, as `cancel()` does.
-  @usableFromInline var removed: [Entry<Message>] = []
+  /// Removed by `removeAllObservers` (this call's and those of calls still ending
+  /// theirs): ended with a wait, as `cancel()` does.
+  @usableFromInline var removed: ContiguousArray<Entry<Message>> = []
+  /// The list of a finished `removeAllObservers` call, dropped after unlocking.
+  @usableFromInline var finishedRemoval: ContiguousArray<Entry<Message>>?
   /// Removed by a sweep or a detach: already ended, or ownerless; ended without a wait.
   @usableFromInline var swept: [Entry<Message>] = []
   @usableFromInline var owners: [AnyObject] = []
@@ -42,6 +49,9 @@ struct Garbage<Message> {
   /// Ends the removed subscriptions, waiting for any of them that runs on another
   /// thread, and the swept ones without waiting. Must be called without any lock held.
   @inlinable func dispose() {
+    // First end the subscriptions that are not running, so that none of them starts
+    // while this waits for one that is; then end (or wait for) every one.
+    for entry in removed where entry.runner == 0 { entry.end() }
     for entry in removed { entry.end() }
     for entry in swept { entry.endSwept() }
   }
@@ -60,6 +70,9 @@ struct HubState<Message, Stored> {
   @usableFromInline var liveAtSweep = 0
   /// Where the incremental scan for dead owners continues.
   @usableFromInline var scanCursor = 0
+  /// The subscriptions of each `removeAllObservers()` call still ending them.
+  @usableFromInline var removals: [UInt: ContiguousArray<Entry<Message>>] = [:]
+  @usableFromInline var nextRemoval: UInt = 0
 
   init(stored: Stored) {
     self.stored = stored
@@ -178,15 +191,31 @@ struct HubState<Message, Stored> {
     sweepIfMostlyTombstones(into: &garbage)
   }
 
-  /// Removes every subscription.
-  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) {
+  /// Removes every subscription. `garbage.removed` receives them together with those
+  /// that concurrent calls took and are still ending.
+  ///
+  /// - Returns: the ticket to pass to ``finishRemoval(_:into:)`` once they are ended.
+  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) -> UInt {
+    var taken = ContiguousArray<Entry<Message>>()
+    taken.reserveCapacity(live)
     for case let entry? in slots {
       entry.slot = -1
-      garbage.removed.append(entry)
+      taken.append(entry)
     }
+    for other in removals.values { garbage.removed.append(contentsOf: other) }
+    garbage.removed.append(contentsOf: taken)
+    let ticket = nextRemoval
+    nextRemoval &+= 1
+    removals[ticket] = taken
     slots = []
     live = 0
     dropSnapshot(into: &garbage)
+    return ticket
+  }
+
+  /// Forgets the subscriptions of a finished `removeAll`.
+  @usableFromInline mutating func finishRemoval(_ ticket: UInt, into garbage: inout Garbage<Message>) {
+    garbage.finishedRemoval = removals.removeValue(forKey: ticket)
   }
 
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
