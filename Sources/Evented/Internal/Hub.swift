@@ -43,6 +43,31 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     return result
   }
 
+  /// Locks the state for an in-place mutation of the stored value by a yielding
+  /// accessor. Balance with ``commitInPlace(_:)`` after the yield, or ``abandonInPlace()``
+  /// when the caller's access is aborted.
+  @inlinable @inline(__always)
+  func beginInPlace() -> UnsafeMutablePointer<HubState<Message, Stored>> {
+    state.lock()
+  }
+
+  /// Ends an in-place mutation begun by ``beginInPlace()``: commits `message`, if any,
+  /// unlocks, and delivers. `message` is released after unlocking.
+  @inlinable
+  func commitInPlace(_ locked: UnsafeMutablePointer<HubState<Message, Stored>>, _ message: Message?) {
+    var first: Pending<Message>?
+    if let message { first = locked.pointee.commit(message) }
+    state.unlock()
+    _ = message
+    if let first { drain(first) }
+  }
+
+  /// Ends an in-place mutation whose access was aborted: unlocks without committing.
+  @inlinable @inline(__always)
+  func abandonInPlace() {
+    state.unlock()
+  }
+
   /// Reads the stored value under the lock.
   @inlinable @inline(__always)
   func read<Result>(_ body: (borrowing Stored) -> Result) -> Result {

@@ -8,7 +8,8 @@
 // that holds it returns EDEADLK, which we turn into a clear message instead of a hang.
 // Inside Evented the lock is never held across user code, so the only way to reach
 // that message is from the two closures that must run under it: a property's
-// `modify` body and an `Equatable` `==` used for duplicate detection.
+// `modify` body (or an in-place mutation through `value`) and an `Equatable` `==`
+// used for duplicate detection.
 //
 // `WaitRoom` is a mutex and condition variable shared by every subscription. A thread
 // that cancels a subscription whose handler is running on another thread waits here
@@ -48,6 +49,20 @@ struct Lock<State>: @unchecked Sendable {
   ) throws(Failure) -> Result {
     try storage.withLock(body)
   }
+
+  /// Locks and returns the address of the state, for a yielding accessor, which
+  /// cannot yield from inside `withLock`'s closure. Balance with ``unlock()`` on every
+  /// path, including an aborted yield.
+  @inlinable @inline(__always)
+  func lock() -> UnsafeMutablePointer<State> {
+    storage.lock()
+  }
+
+  /// Unlocks after ``lock()``.
+  @inlinable @inline(__always)
+  func unlock() {
+    storage.unlock()
+  }
 }
 
 /// One heap object holding the mutex (as the element) and the state (as the header),
@@ -80,6 +95,18 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
     if status != 0 { lockFailed(status) }
     defer { pthread_mutex_unlock(mutex) }
     return try body(&withUnsafeMutablePointerToHeader { $0 }.pointee)
+  }
+
+  @inlinable @inline(__always)
+  func lock() -> UnsafeMutablePointer<State> {
+    let status = pthread_mutex_lock(withUnsafeMutablePointerToElements { $0 })
+    if status != 0 { lockFailed(status) }
+    return withUnsafeMutablePointerToHeader { $0 }
+  }
+
+  @inlinable @inline(__always)
+  func unlock() {
+    pthread_mutex_unlock(withUnsafeMutablePointerToElements { $0 })
   }
 }
 

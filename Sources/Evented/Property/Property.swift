@@ -24,8 +24,9 @@
 /// - **Reentrancy:** A handler may read ``value`` (the latest committed value), write,
 ///   modify, subscribe and cancel, on this property or any other. A write from inside a
 ///   handler is committed at once and delivered after the current delivery pass.
-///   The closure given to ``modify(_:)`` and the `==` that detects duplicates run under
-///   the property's lock: they must not use this property (doing so stops the program
+///   The closure given to ``modify(_:)``, a mutation in place through ``value`` or
+///   the wrapper (`value += 1`), and the `==` that detects duplicates run under the
+///   property's lock: they must not use this property (doing so stops the program
 ///   with a message) and should not use other sources.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
@@ -51,18 +52,51 @@ public final class Property<Value: Sendable>: PropertyProtocol {
 
   /// The current value. Setting it commits and notifies the subscriptions.
   ///
-  /// - Note: `value += 1` is a read and a write, not atomic; use ``modify(_:)``.
+  /// A mutation in place, such as `value += 1` or `value.append(x)`, is atomic and
+  /// notifies once with the old and the new value, as ``modify(_:)`` does: the
+  /// property's lock is held for the whole access, and a result equal to the old value
+  /// (when duplicates are skipped) notifies nobody.
+  ///
+  /// - Important: The access must not use this property: `mutate(&p.value) { _ in
+  ///   p.value }` would deadlock, so it stops the program with a message instead.
   @inlinable
   public var value: Value {
     get { hub.read { copy $0 } }
     set { write(newValue) }
+    _modify {
+      let locked = hub.beginInPlace()
+      var next = locked.pointee.stored
+      var isYielding = true
+      defer {
+        if isYielding {
+          // The access was aborted (it threw): nothing changes.
+          hub.abandonInPlace()
+          withExtendedLifetime(next) {}
+        }
+      }
+      yield &next
+      isYielding = false
+      var old: Value? = nil
+      if let isDuplicate, isDuplicate(locked.pointee.stored, next) {
+        hub.commitInPlace(locked, nil)
+      } else {
+        old = locked.pointee.stored
+        locked.pointee.stored = next
+        hub.commitInPlace(locked, Update(old: old!, new: next, isInitial: false))
+      }
+      withExtendedLifetime(next) {}
+      withExtendedLifetime(old) {}
+    }
   }
 
-  /// The current value, as a property wrapper.
+  /// The current value, as a property wrapper: `@Property var name` reads and writes
+  /// it. A mutation in place (`model.names.append(x)`, `model.count += 1`) is atomic
+  /// and notifies once, as with ``value``.
   @inlinable
   public var wrappedValue: Value {
     get { value }
     set { write(newValue) }
+    _modify { yield &value }
   }
 
   /// A view that can observe but not write: `$name` of `@Property var name`.
