@@ -259,6 +259,20 @@ struct Ring<Element> {
   }
 }
 
+/// Held by an iterator (a struct, as `AsyncStream`'s is) and its copies: ends the
+/// consumer's side of the buffer when the last of them is dropped.
+final class AsyncIteratorEnding<Element: Sendable> {
+  let buffer: AsyncBuffer<Element>
+
+  init(_ buffer: AsyncBuffer<Element>) {
+    self.buffer = buffer
+  }
+
+  deinit {
+    buffer.finish()
+  }
+}
+
 /// Kept alive only by the hub's entry for one buffer: its deinit tells the buffer that
 /// the source is gone.
 final class SourceLink<Element: Sendable>: Sendable {
