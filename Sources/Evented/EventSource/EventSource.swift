@@ -26,10 +26,17 @@
 ///   ``Subscription/cancel()``. The source holds its owners weakly and does not keep
 ///   itself alive: when it is deinitialized, its subscriptions receive nothing more.
 public final class EventSource<Event: Sendable>: EventSourceProtocol {
-  @usableFromInline let hub = Hub<Event, Void>(())
+  @usableFromInline let hub: Hub<Event, Void>
 
   /// Creates a source with no subscriptions.
-  public init() {}
+  ///
+  /// - Parameter backlogLimit: How many sent events may wait for the thread that is
+  ///   delivering for this source (1,024 unless given). At the limit, a `send` from a
+  ///   thread that is not running a handler or delivering waits until there is room;
+  ///   see "Overload" in the guarantees guide.
+  public init(backlogLimit: Int = 1_024) {
+    hub = Hub((), backlogLimit: backlogLimit)
+  }
 
   /// Delivers `event` to every current subscription.
   ///

@@ -216,7 +216,11 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return true }
     if owner == nil { return false }
-    target.submit { _ = self.run(message, me: currentThreadID()) }
+    target.submit {
+      DeliveringThread.enter()
+      _ = self.run(message, me: currentThreadID())
+      DeliveringThread.exit()
+    }
     return true
   }
 }

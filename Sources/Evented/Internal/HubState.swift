@@ -11,6 +11,18 @@
 // - `pending` is the FIFO of committed deliveries that wait for the delivering thread
 //   (`isDelivering`): a send or write made while another delivery pass runs is
 //   committed at once and queued here, with the snapshot of its commit.
+// - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
+//   that may wait: one that is not delivering for any source and not running a handler
+//   waits before committing while the backlog is full, in arrival order
+//   (`nextRoomTicket`, `servedRoomTicket`, `roomWaiters`). Threads inside a handler
+//   never wait and may exceed the limit.
+// - Hand-off: a deliverer's turn (`passLength`, the messages it delivered) lasts at
+//   most its own message plus `backlogLimit` others when another thread wants the
+//   role. A thread that may wait and commits while the deliverer is past that length
+//   queues its message and becomes an heir (`heirs`); the deliverer, between two
+//   messages, sets `handOff` and returns; one heir takes the role and continues with
+//   the head of the queue. An heir whose own message has been taken by then
+//   (`taken` >= its ticket in `queued`) leaves.
 // - `removals` holds the subscriptions taken out by each `removeAllObservers()` call
 //   that is still ending them (keyed by a ticket). A concurrent call ends and waits
 //   for those too, so that no call returns while a subscription it did not see is
@@ -27,6 +39,20 @@ enum Pending<Message> {
   case all(Message, ContiguousArray<Entry<Message>>)
   /// To one new subscription only (a property's current value).
   case one(Message, Entry<Message>)
+}
+
+/// What a committing thread does after its commit.
+@usableFromInline
+enum Start<Message> {
+  /// Nothing to deliver.
+  case none
+  /// Queued for the thread delivering now.
+  case queued
+  /// This thread is the deliverer now: deliver this, then the queue.
+  case deliver(Pending<Message>)
+  /// Queued; the deliverer is past its turn: wait to take the role over, until the
+  /// message with this ticket has been taken.
+  case heir(UInt)
 }
 
 /// What a transition took out of the state, to release after unlocking.
@@ -73,10 +99,35 @@ struct HubState<Message, Stored> {
   /// The subscriptions of each `removeAllObservers()` call still ending them.
   @usableFromInline var removals: [UInt: ContiguousArray<Entry<Message>>] = [:]
   @usableFromInline var nextRemoval: UInt = 0
+  /// The most messages that may wait for the deliverer, for threads that may wait.
+  @usableFromInline let backlogLimit: Int
+  /// Messages delivered by the current deliverer since it took the role.
+  @usableFromInline var passLength = 0
+  /// Threads waiting to take the delivering role over.
+  @usableFromInline var heirs = 0
+  /// The deliverer stepped down; the first heir to wake takes the role.
+  @usableFromInline var handOff = false
+  /// Messages ever queued, and ever taken from the queue.
+  @usableFromInline var queued: UInt = 0
+  @usableFromInline var taken: UInt = 0
+  /// Threads waiting for room in the backlog, served in ticket order.
+  @usableFromInline var roomWaiters = 0
+  @usableFromInline var nextRoomTicket: UInt = 0
+  @usableFromInline var servedRoomTicket: UInt = 0
 
-  init(stored: Stored) {
+  init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
+    self.backlogLimit = backlogLimit
   }
+
+  /// The number of committed messages waiting for the deliverer.
+  @inlinable var backlog: Int { pending.count - pendingHead }
+
+  /// Whether a committing thread that may wait must check for room first.
+  @inlinable var mayHaveToWait: Bool { roomWaiters > 0 || backlog >= backlogLimit }
+
+  /// Whether a waiting thread should be woken after a change.
+  @inlinable var hasWaiters: Bool { roomWaiters > 0 || heirs > 0 }
 
   /// The subscriptions as of now, as an immutable array.
   @inlinable mutating func currentSnapshot() -> ContiguousArray<Entry<Message>> {
@@ -92,27 +143,40 @@ struct HubState<Message, Stored> {
   ///
   /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
   ///   another thread is delivering (then it is queued for that thread).
-  @inlinable mutating func commit(_ message: Message) -> Pending<Message>? {
-    guard live > 0 else { return nil }
+  @inlinable mutating func commit(_ message: Message) -> Start<Message> {
+    guard live > 0 else { return .none }
     return start(.all(message, currentSnapshot()))
   }
 
   /// Runs `delivery` now if nobody is delivering, else queues it.
-  @inlinable mutating func start(_ delivery: Pending<Message>) -> Pending<Message>? {
+  @inlinable mutating func start(_ delivery: Pending<Message>) -> Start<Message> {
     if isDelivering {
       pending.append(delivery)
-      return nil
+      queued &+= 1
+      if passLength > backlogLimit, !DeliveringThread.isDelivering {
+        heirs += 1
+        return .heir(queued)
+      }
+      return .queued
     }
     isDelivering = true
-    return delivery
+    passLength = 1
+    return .deliver(delivery)
   }
 
-  /// The next queued delivery, or nil after marking delivery finished.
+  /// The next queued delivery, or nil after marking delivery finished or handing the
+  /// role to an heir.
   @inlinable mutating func next() -> Pending<Message>? {
     guard pendingHead < pending.count else {
       isDelivering = false
       return nil
     }
+    if passLength > backlogLimit, heirs > 0 {
+      handOff = true
+      return nil
+    }
+    passLength += 1
+    taken &+= 1
     if pending.count - pendingHead > 1, deliversOutOfOrder() {
       let delivery = pending.removeLast()
       return delivery

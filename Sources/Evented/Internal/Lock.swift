@@ -124,6 +124,71 @@ func lockFailed(_ status: Int32) -> Never {
   fatalError("Evented: pthread_mutex_lock failed with error \(status)")
 }
 
+extension Lock {
+  /// Waits on `condition`, releasing the lock meanwhile.
+  ///
+  /// - Precondition: Called between ``lock()`` and ``unlock()``. Re-check the state
+  ///   through the pointer ``lock()`` returned after every wake-up.
+  @usableFromInline
+  func wait(_ condition: Condition) {
+    storage.withUnsafeMutablePointerToElements { mutex in
+      _ = pthread_cond_wait(condition.pointer, mutex)
+    }
+  }
+}
+
+/// A pthread condition variable, used with one `Lock`.
+@usableFromInline
+final class Condition: @unchecked Sendable {
+  // @unchecked Sendable: the condition variable is used only with the mutex of the
+  // `Lock` it belongs to, which guards what waiters check.
+  @usableFromInline let pointer: UnsafeMutablePointer<pthread_cond_t>
+
+  init() {
+    pointer = .allocate(capacity: 1)
+    pthread_cond_init(pointer, nil)
+  }
+
+  deinit {
+    pthread_cond_destroy(pointer)
+    pointer.deallocate()
+  }
+
+  /// Wakes every waiter so it re-checks its condition.
+  @usableFromInline
+  func broadcast() {
+    pthread_cond_broadcast(pointer)
+  }
+}
+
+/// How many delivery passes (or queued handler calls) the calling thread is inside, for
+/// every source together. A thread inside one never waits for room in a backlog, so
+/// a handler can neither wait for its own source nor close a cycle of waits between
+/// sources.
+@usableFromInline
+enum DeliveringThread {
+  private static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+  }()
+
+  /// Whether the calling thread is delivering for any source, or running a handler.
+  @usableFromInline static var isDelivering: Bool {
+    pthread_getspecific(key) != nil
+  }
+
+  @usableFromInline static func enter() {
+    let depth = Int(bitPattern: pthread_getspecific(key))
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth + 1))
+  }
+
+  @usableFromInline static func exit() {
+    let depth = Int(bitPattern: pthread_getspecific(key))
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth - 1))
+  }
+}
+
 /// An identifier of the calling thread, never zero, with its two low bits clear.
 @inlinable @inline(__always)
 func currentThreadID() -> UInt {

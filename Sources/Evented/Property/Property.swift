@@ -35,19 +35,26 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
-    hub = Hub(value)
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
+    hub = Hub(value, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
   }
 
   /// Creates a property that notifies on every write.
-  public convenience init(_ value: Value) {
-    self.init(value: value, isDuplicate: nil)
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: How many committed writes may wait for the thread that is
+  ///     delivering for this property (1,024 unless given). At the limit, a write or a
+  ///     replaying subscribe from a thread that is not running a handler or delivering
+  ///     waits until there is room; see "Overload" in the guarantees guide.
+  public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
-  public convenience init(wrappedValue: Value) {
-    self.init(value: wrappedValue, isDuplicate: nil)
+  public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
+    self.init(value: wrappedValue, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   /// The current value. Setting it commits and notifies the subscriptions.
@@ -157,23 +164,26 @@ extension Property where Value: Equatable {
   static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
 
   /// Creates a property that skips writes equal to the current value.
-  public convenience init(_ value: Value) {
-    self.init(value: value, isDuplicate: Self.equals)
+  ///
+  /// - Parameter backlogLimit: As for ``init(_:backlogLimit:)``.
+  public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property; with `skipsDuplicates`, writes equal to the current value
   /// notify nobody.
-  public convenience init(_ value: Value, skipsDuplicates: Bool) {
-    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  public convenience init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.
-  public convenience init(wrappedValue: Value) {
-    self.init(value: wrappedValue, isDuplicate: Self.equals)
+  public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
+    self.init(value: wrappedValue, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property(skipsDuplicates: false) var name = value`.
-  public convenience init(wrappedValue: Value, skipsDuplicates: Bool) {
-    self.init(value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  public convenience init(wrappedValue: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
+    self.init(
+      value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 }
