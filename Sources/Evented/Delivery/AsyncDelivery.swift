@@ -352,6 +352,25 @@ struct ActorSink<Message: Sendable>: Sendable {
   }
 }
 
+extension ContiguousArray {
+  /// Checks the next two sinks from `cursor` (wrapping around) and removes those whose
+  /// subscription ended or whose owner is gone, finishing them so that their handler
+  /// tasks end and release what the handlers captured. Every subscribe of an actor
+  /// variant calls it, so a dead owner's subscription is found within half as many
+  /// subscribes as there are subscriptions, even without a send.
+  mutating func scanNext<Message>(from cursor: inout Int) where Element == ActorSink<Message> {
+    for _ in 0..<2 {
+      guard !isEmpty else { return }
+      if cursor >= count { cursor = 0 }
+      if self[cursor].isOpen {
+        cursor += 1
+      } else {
+        remove(at: cursor).finish()
+      }
+    }
+  }
+}
+
 /// The core of an actor variant's handler subscription: `cancel()` ends the buffer,
 /// which ends the task that runs the handler.
 final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
