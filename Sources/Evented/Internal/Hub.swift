@@ -226,7 +226,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
       let next = state.withLock { state in
         if ownersDied { state.sweep(into: &garbage) }
         let next = state.next()
-        if state.hasWaiters { room.broadcast() }
+        if state.hasWaiters, state.shouldWakeWaiters { room.broadcast() }
         return next
       }
       garbage.dispose()

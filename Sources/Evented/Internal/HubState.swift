@@ -129,6 +129,14 @@ struct HubState<Message, Stored> {
   /// Whether a waiting thread should be woken after a change.
   @inlinable var hasWaiters: Bool { roomWaiters > 0 || heirs > 0 }
 
+  /// Whether the deliverer, having just taken a message, handed the role over or
+  /// stopped, should wake the waiters: heirs on a hand-off or a stop; threads waiting
+  /// for room once the backlog is down to half the limit, so that they do not wake
+  /// for every message taken.
+  @inlinable var shouldWakeWaiters: Bool {
+    handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2)
+  }
+
   /// The subscriptions as of now, as an immutable array.
   @inlinable mutating func currentSnapshot() -> ContiguousArray<Entry<Message>> {
     if let snapshot { return snapshot }
