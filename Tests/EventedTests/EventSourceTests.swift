@@ -256,6 +256,27 @@ import Testing
     #expect(!a.isActive && !b.isActive)
   }
 
+  @Test func queuedDeliveriesThatHaveNotStartedDoNotRunAfterTheSourceIsDeinitialized() {
+    let queue = DispatchQueue(label: "blocked")
+    let unblock = Gate()
+    let blocked = Gate()
+    queue.async {
+      blocked.open()
+      unblock.wait()
+    }
+    #expect(blocked.wait())
+    let seen = Recorder<Int>()
+    let owner = Owner()
+    var source: EventSource<Int>? = EventSource<Int>()
+    let subscription = source!.observe(with: owner, on: .queue(queue)) { _, event in seen.append(event) }
+    source!.send(1)
+    source = nil
+    #expect(!subscription.isActive)
+    unblock.open()
+    queue.sync {}
+    #expect(seen.values.isEmpty, "a delivery submitted before the deinit did not start after it")
+  }
+
   @Test func observerCountCountsSubscriptionsWithLiveOwners() {
     let source = EventSource<Int>()
     var owners = (0..<5).map { _ in Owner() }

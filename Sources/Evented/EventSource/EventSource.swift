@@ -24,7 +24,8 @@
 ///   handler does not receive the event being delivered.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. The source holds its owners weakly and does not keep
-///   itself alive: when it is deinitialized, its subscriptions receive nothing more.
+///   itself alive: when it is deinitialized, its subscriptions receive nothing more,
+///   not even deliveries already submitted to a queue that had not started.
 public final class EventSource<Event: Sendable>: EventSourceProtocol {
   @usableFromInline let hub: Hub<Event, Void>
 

@@ -30,6 +30,19 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     state = Lock.make(HubState(stored: stored, backlogLimit: backlogLimit))
   }
 
+  /// Ends every subscription without waiting, so that deliveries already submitted to
+  /// a queue and not started never run: a source that is gone delivers nothing more.
+  /// A handler running on another thread finishes and then releases itself.
+  deinit {
+    let entries = state.withLock { state in
+      var entries = ContiguousArray<Entry<Message>>()
+      for case let entry? in state.slots { entries.append(entry) }
+      for removal in state.removals.values { entries.append(contentsOf: removal) }
+      return entries
+    }
+    for entry in entries { entry.endSwept() }
+  }
+
   @usableFromInline typealias Locked = UnsafeMutablePointer<HubState<Message, Stored>>
 
   /// Locks for a commit; first waits, if the backlog is full and this thread may wait,
