@@ -66,6 +66,7 @@ public enum StressSuite {
     reentrancyStorm,
     writers,
     derived,
+    overload,
     asyncConsumers,
     actors,
     arrays,
@@ -116,6 +117,7 @@ public enum StressSuite {
         name: scenario.name, operations: publishedOperations() - before, violations: run.violations,
         elapsed: Double(now() - run.started) / 1e9, messages: run.firstMessages, skipped: nil)
       out.line(describe(report))
+      if scenario.name == overload.name { out.line("    " + overloadFigures.withLock { $0 }) }
       for message in report.messages { out.line("    violation: \(message)") }
       reports.append(report)
     }

@@ -264,6 +264,28 @@ private struct Profile: Equatable, Sendable {
     #expect(!afterwards, "no handler runs for a dead owner")
   }
 
+  @Test func actorDeadOwnersHandlerIsReleasedByTheNextSubscribe() async {
+    // No send and no observerCount: the next subscription alone must notice the dead
+    // owner, end its handler task and release what the handler captured.
+    let source = ActorEventSource<Int>()
+    let property = ActorProperty(0)
+    let live = LiveCount()
+    var owner: Watcher? = Watcher()
+    do {
+      let captured = Tracked(live)
+      let other = Tracked(live)
+      await source.observe(with: owner!) { _, _ in _ = captured }
+      await property.observe(with: owner!) { _, _ in _ = other }
+    }
+    #expect(live.value == 2)
+    owner = nil
+    let keep = Watcher()
+    await source.observe(with: keep) { _, _ in }
+    await property.observeChanges(with: keep) { _, _ in }
+    #expect(await settles { live.value == 0 }, "the dead owner's handler tasks and captures were released")
+    withExtendedLifetime(keep) {}
+  }
+
   @Test func actorOwnerlessSubscriptionEndsWhenItsHandleIsReleased() async {
     let source = ActorEventSource<Int>()
     var subscription: Subscription? = await source.observe { _ in }

@@ -163,6 +163,23 @@ private final class ProfileModel: Sendable {
     #expect(source.observerCount == 0)
   }
 
+  @Test func iteratorsAreValuesLikeThoseOfAsyncStream() async {
+    // `var iterator = sequence.makeAsyncIterator()` is the idiom: a struct whose
+    // `next()` is mutating, so the `var` is needed and draws no warning.
+    let source = EventSource<Int>()
+    let property = Property(0)
+    var events = source.events().makeAsyncIterator()
+    var values = property.values.makeAsyncIterator()
+    #expect(!isClass(type(of: events)))
+    #expect(!isClass(type(of: values)))
+    source.send(1)
+    #expect(await events.next() == 1)
+    #expect(await values.next() == 0)
+    let copy = events
+    _ = copy
+    #expect(source.observerCount == 1, "a copy shares the subscription")
+  }
+
   @Test func droppingASequenceThatWasNeverIteratedRemovesTheSubscription() {
     let source = EventSource<Int>()
     let property = Property("a")
@@ -244,7 +261,7 @@ private final class ProfileModel: Sendable {
 
   @Test func valuesStartWithTheCurrentValue() async {
     let property = Property("first")
-    let iterator = property.values.makeAsyncIterator()
+    var iterator = property.values.makeAsyncIterator()
     #expect(await iterator.next() == "first")
     property.value = "second"
     #expect(await iterator.next() == "second")
@@ -256,7 +273,7 @@ private final class ProfileModel: Sendable {
     let events = source.events(bufferingPolicy: .bufferingNewest(1))
     let waiting = SharedFlag()
     let consumer = Task {
-      let iterator = events.makeAsyncIterator()
+      var iterator = events.makeAsyncIterator()
       waiting.store(true)
       return await iterator.next()
     }
@@ -316,7 +333,7 @@ private final class ProfileModel: Sendable {
     }
     for _ in 0..<10 {
       let values = property.values(bufferingPolicy: .unbounded)
-      let iterator = values.makeAsyncIterator()
+      var iterator = values.makeAsyncIterator()
       guard var previous = await iterator.next() else {
         Issue.record("no current value")
         break
@@ -395,4 +412,8 @@ private final class ProfileModel: Sendable {
     #expect(screen.streamed == [1, 2, 3, 0, 10, 20])
     subscription.cancel()
   }
+}
+
+private func isClass<T>(_ type: T.Type) -> Bool {
+  type is AnyObject.Type
 }

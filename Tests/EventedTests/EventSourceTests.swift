@@ -207,6 +207,76 @@ import Testing
     #expect(log.values == ["start 1", "finish 1", "removed"])
   }
 
+  @Test func removeAllObserversCalledConcurrentlyWaitsForWhatTheOtherCallRemoved() {
+    // A slow handler on queue A; a second subscription whose delivery waits on a
+    // blocked queue B. The first caller ends A's subscription and waits for its
+    // handler; a second caller must not return before that handler has finished, nor
+    // leave B's handler free to start after it returned.
+    let source = EventSource<Int>()
+    let queueA = DispatchQueue(label: "A")
+    let queueB = DispatchQueue(label: "B")
+    let unblockB = Gate()
+    let bBlocked = Gate()
+    queueB.async {
+      bBlocked.open()
+      unblockB.wait()
+    }
+    #expect(bBlocked.wait())
+    let aStarted = Gate()
+    let releaseA = Gate()
+    let aFinished = Gate()
+    let bStarts = Counter()
+    let a = source.observe(on: .queue(queueA)) { _ in
+      aStarted.open()
+      releaseA.wait()
+      aFinished.open()
+    }
+    let b = source.observe(on: .queue(queueB)) { _ in bStarts.increment() }
+    source.send(1)
+    #expect(aStarted.wait())
+    let first = Spawned { source.removeAllObservers() }
+    // The first caller has taken both subscriptions and ended A's: it waits for A.
+    #expect(eventually { !a.isActive })
+    let secondReturnedBeforeAFinished = Monitor<Bool?>(nil)
+    let second = Spawned {
+      source.removeAllObservers()
+      secondReturnedBeforeAFinished.withLock { $0 = !aFinished.isOpened }
+    }
+    // Either the second caller returned, or B's subscription has been ended.
+    #expect(eventually { second.isFinished || !b.isActive })
+    let returnedEarly = second.isFinished
+    unblockB.open()
+    queueB.sync {}
+    releaseA.open()
+    #expect(first.join())
+    #expect(second.join())
+    #expect(!returnedEarly)
+    #expect(secondReturnedBeforeAFinished.current == false)
+    #expect(bStarts.value == 0)
+    #expect(!a.isActive && !b.isActive)
+  }
+
+  @Test func queuedDeliveriesThatHaveNotStartedDoNotRunAfterTheSourceIsDeinitialized() {
+    let queue = DispatchQueue(label: "blocked")
+    let unblock = Gate()
+    let blocked = Gate()
+    queue.async {
+      blocked.open()
+      unblock.wait()
+    }
+    #expect(blocked.wait())
+    let seen = Recorder<Int>()
+    let owner = Owner()
+    var source: EventSource<Int>? = EventSource<Int>()
+    let subscription = source!.observe(with: owner, on: .queue(queue)) { _, event in seen.append(event) }
+    source!.send(1)
+    source = nil
+    #expect(!subscription.isActive)
+    unblock.open()
+    queue.sync {}
+    #expect(seen.values.isEmpty, "a delivery submitted before the deinit did not start after it")
+  }
+
   @Test func observerCountCountsSubscriptionsWithLiveOwners() {
     let source = EventSource<Int>()
     var owners = (0..<5).map { _ in Owner() }

@@ -241,4 +241,86 @@ import Testing
       Loop.property.value = Loop()
     }
   }
+
+  @Test func inPlaceMutationThroughTheWrapperIsAtomicAndNotifiesOnce() {
+    final class Model: @unchecked Sendable {
+      // @unchecked Sendable: `_names` and `_count` are assigned once, in init;
+      // Property is Sendable.
+      @Property var names: [String] = []
+      @Property var count = 0
+    }
+    let model = Model()
+    let changes = Counter()
+    let counts = Counter()
+    let names = model.$names.observeChanges { change in
+      if change.newValue.count == change.oldValue.count + 1 { changes.increment() }
+    }
+    let count = model.$count.observeChanges { change in
+      if change.newValue == change.oldValue + 1 { counts.increment() }
+    }
+    #expect(
+      onThreads(4) { thread in
+        for index in 0..<1_000 {
+          model.names.append("\(thread).\(index)")
+          model.count += 1
+        }
+      })
+    #expect(model.names.count == 4_000)
+    #expect(Set(model.names).count == 4_000)
+    #expect(model.count == 4_000)
+    #expect(changes.value == 4_000)
+    #expect(counts.value == 4_000)
+    names.cancel()
+    count.cancel()
+  }
+
+  @Test func inPlaceMutationThroughValueIsAtomicAndNotifiesOnce() {
+    let property = Property(0)
+    let list = Property<[Int]>([])
+    let changes = Counter()
+    let subscription = property.observeChanges { change in
+      if change.newValue == change.oldValue + 1 { changes.increment() }
+    }
+    #expect(
+      onThreads(4) { thread in
+        for index in 0..<1_000 {
+          property.value += 1
+          list.value.append(thread * 1_000 + index)
+        }
+      })
+    #expect(property.value == 4_000)
+    #expect(changes.value == 4_000)
+    #expect(list.value.count == 4_000)
+    #expect(Set(list.value).count == 4_000)
+    subscription.cancel()
+  }
+
+  @Test func inPlaceMutationThatLeavesAnEqualValueNotifiesNobody() {
+    let property = Property([1, 2])
+    let changes = Recorder<Change<[Int]>>()
+    let subscription = property.observeChanges { changes.append($0) }
+    property.value.append(3)
+    property.value.removeLast()
+    property.value.sort()
+    #expect(
+      changes.values == [
+        Change(oldValue: [1, 2], newValue: [1, 2, 3]), Change(oldValue: [1, 2, 3], newValue: [1, 2]),
+      ])
+    subscription.cancel()
+  }
+
+  @Test func inPlaceMutationThatUsesTheSamePropertyStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let property = Property([0])
+      mutate(&property.value) { $0.append(property.value.count) }
+    }
+    if let result {
+      let message = String(decoding: result.standardErrorContent, as: UTF8.self)
+      #expect(message.contains("used from inside its own locked section"))
+    }
+  }
+}
+
+private func mutate<Value>(_ value: inout Value, _ body: (inout Value) -> Void) {
+  body(&value)
 }

@@ -13,9 +13,11 @@
 /// must run before `send` returns, or when cost per event matters: see the article
 /// "Choosing a variant".
 ///
-/// Handlers are `async` and each runs in its own task, one event at a time: a handler
-/// may await other actors (or be `@MainActor`) without holding up the source or other
-/// subscriptions.
+/// Handlers are `async` and each subscription's handler runs in a task of its own, one
+/// event at a time: a handler may await other actors (or be `@MainActor`) without
+/// holding up the source or other subscriptions. The task is created when subscribing and
+/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
+/// of the priority the handler should run at.
 ///
 /// ## Concurrency
 ///
@@ -30,7 +32,9 @@
 ///   from a handler is delivered to that subscription after the current event. A
 ///   subscription added from a handler does not receive the event being handled.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next send, subscription or ``observerCount``) or on
+///   the next send or ``observerCount``, and by subscribing: each subscription checks
+///   the next two subscriptions in turn, so a dead owner is found within half as many
+///   subscriptions as there are, even without a send) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
@@ -38,6 +42,8 @@
 ///   when it is deinitialized, its sequences finish and its handler tasks end.
 public actor ActorEventSource<Event: Sendable> {
   private var sinks = ContiguousArray<ActorSink<Event>>()
+  /// Where the incremental scan for ended subscriptions continues.
+  private var scanCursor = 0
 
   /// Creates a source with no subscriptions.
   public init() {}
@@ -156,6 +162,7 @@ public actor ActorEventSource<Event: Sendable> {
   }
 
   private func add(_ sink: ActorSink<Event>) {
+    sinks.scanNext(from: &scanCursor)
     if sinks.count >= 32, sinks.count.nonzeroBitCount == 1 { sweep() }
     sinks.append(sink)
   }

@@ -16,9 +16,11 @@
 /// must read the value synchronously, when handlers must run before a write returns,
 /// or when cost per write matters: see the article "Choosing a variant".
 ///
-/// Handlers are `async` and each runs in its own task, one value at a time: a handler
-/// may await other actors (or be `@MainActor`) without holding up writers or other
-/// subscriptions.
+/// Handlers are `async` and each subscription's handler runs in a task of its own, one
+/// value at a time: a handler may await other actors (or be `@MainActor`) without
+/// holding up writers or other subscriptions. The task is created when subscribing and
+/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
+/// of the priority the handler should run at.
 ///
 /// ## Concurrency
 ///
@@ -37,7 +39,9 @@
 ///   current value. The closure given to ``modify(_:)`` runs on the actor and cannot
 ///   call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next write, subscription or ``observerCount``) or on
+///   the next write or ``observerCount``, and by subscribing: each subscription checks
+///   the next two subscriptions in turn, so a dead owner is found within half as many
+///   subscriptions as there are, even without a write) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
@@ -49,6 +53,9 @@ public actor ActorProperty<Value: Sendable> {
   private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   private var valueSinks = ContiguousArray<ActorSink<Value>>()
   private var updateSinks = ContiguousArray<ActorSink<Update<Value>>>()
+  /// Where the incremental scans for ended subscriptions continue.
+  private var valueScanCursor = 0
+  private var updateScanCursor = 0
 
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
     self.value = value
@@ -216,6 +223,8 @@ public actor ActorProperty<Value: Sendable> {
   }
 
   private func sweepIfGrown() {
+    valueSinks.scanNext(from: &valueScanCursor)
+    updateSinks.scanNext(from: &updateScanCursor)
     let count = valueSinks.count + updateSinks.count
     if count >= 32, count.nonzeroBitCount == 1 {
       Self.sweep(&valueSinks)

@@ -259,6 +259,20 @@ struct Ring<Element> {
   }
 }
 
+/// Held by an iterator (a struct, as `AsyncStream`'s is) and its copies: ends the
+/// consumer's side of the buffer when the last of them is dropped.
+final class AsyncIteratorEnding<Element: Sendable> {
+  let buffer: AsyncBuffer<Element>
+
+  init(_ buffer: AsyncBuffer<Element>) {
+    self.buffer = buffer
+  }
+
+  deinit {
+    buffer.finish()
+  }
+}
+
 /// Kept alive only by the hub's entry for one buffer: its deinit tells the buffer that
 /// the source is gone.
 final class SourceLink<Element: Sendable>: Sendable {
@@ -335,6 +349,25 @@ struct ActorSink<Message: Sendable>: Sendable {
   /// Tells the consumer that the source is gone.
   func sourceEnded() {
     buffer?.sourceEnded()
+  }
+}
+
+extension ContiguousArray {
+  /// Checks the next two sinks from `cursor` (wrapping around) and removes those whose
+  /// subscription ended or whose owner is gone, finishing them so that their handler
+  /// tasks end and release what the handlers captured. Every subscribe of an actor
+  /// variant calls it, so a dead owner's subscription is found within half as many
+  /// subscribes as there are subscriptions, even without a send.
+  mutating func scanNext<Message>(from cursor: inout Int) where Element == ActorSink<Message> {
+    for _ in 0..<2 {
+      guard !isEmpty else { return }
+      if cursor >= count { cursor = 0 }
+      if self[cursor].isOpen {
+        cursor += 1
+      } else {
+        remove(at: cursor).finish()
+      }
+    }
   }
 }
 

@@ -42,35 +42,31 @@ public struct AsyncEvents<Event: Sendable>: AsyncSequence, Sendable {
     Iterator(buffer: buffer)
   }
 
-  /// Iterates an ``AsyncEvents``; ends its subscription when deinitialized.
+  /// Iterates an ``AsyncEvents``; ends its subscription when dropped.
   ///
   /// ## Concurrency
   ///
   /// - **Thread safety:** Not `Sendable`: use it from the task that iterates.
   /// - **Ordering:** As ``AsyncEvents``.
   /// - **Reentrancy:** Not applicable.
-  /// - **Lifetime:** Ends the subscription when deinitialized, when `next()` returns
-  ///   nil, or when the awaiting task is cancelled.
-  public final class Iterator: AsyncIteratorProtocol {
-    let buffer: AsyncBuffer<Event>
+  /// - **Lifetime:** Ends the subscription when the iterator and its copies are
+  ///   dropped, when `next()` returns nil, or when the awaiting task is cancelled.
+  public struct Iterator: AsyncIteratorProtocol {
+    let ending: AsyncIteratorEnding<Event>
 
     init(buffer: AsyncBuffer<Event>) {
-      self.buffer = buffer
-    }
-
-    deinit {
-      buffer.finish()
+      ending = AsyncIteratorEnding(buffer)
     }
 
     /// The next event, waiting for it if needed; nil when the source is gone and the
     /// buffer is empty, or when the task is cancelled.
-    public func next() async -> Event? {
-      await buffer.next(isolation: nil)
+    public mutating func next() async -> Event? {
+      await ending.buffer.next(isolation: nil)
     }
 
     /// The next event, awaited without leaving the caller's actor.
-    public func next(isolation actor: isolated (any Actor)?) async -> Event? {
-      await buffer.next(isolation: actor)
+    public mutating func next(isolation actor: isolated (any Actor)?) async -> Event? {
+      await ending.buffer.next(isolation: actor)
     }
   }
 }

@@ -24,12 +24,20 @@
 ///   handler does not receive the event being delivered.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. The source holds its owners weakly and does not keep
-///   itself alive: when it is deinitialized, its subscriptions receive nothing more.
+///   itself alive: when it is deinitialized, its subscriptions receive nothing more,
+///   not even deliveries already submitted to a queue that had not started.
 public final class EventSource<Event: Sendable>: EventSourceProtocol {
-  @usableFromInline let hub = Hub<Event, Void>(())
+  @usableFromInline let hub: Hub<Event, Void>
 
   /// Creates a source with no subscriptions.
-  public init() {}
+  ///
+  /// - Parameter backlogLimit: How many sent events may wait for the thread that is
+  ///   delivering for this source (1,024 unless given). At the limit, a `send` from a
+  ///   thread that is not running a handler or delivering waits until there is room;
+  ///   see "Overload" in the guarantees guide.
+  public init(backlogLimit: Int = 1_024) {
+    hub = Hub((), backlogLimit: backlogLimit)
+  }
 
   /// Delivers `event` to every current subscription.
   ///
@@ -43,7 +51,9 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// Ends every subscription of this source.
   ///
   /// When this returns, no handler of this source will start again. A handler that is
-  /// running on another thread is waited for, as with ``Subscription/cancel()``.
+  /// running on another thread is waited for, as with ``Subscription/cancel()``. This
+  /// holds when several threads call it at once, too: each call also ends, and waits
+  /// for, the subscriptions that another call removed and is still ending.
   public func removeAllObservers() {
     hub.removeAll()
   }

@@ -64,7 +64,7 @@ class SubscriptionCore: @unchecked Sendable {
   @inlinable var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
 
   /// The thread running the handler now, or 0.
-  var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
+  @inlinable var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
 
   /// Ends the subscription. When this returns, the handler will not start again and
   /// is not running on another thread.
@@ -216,7 +216,11 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return true }
     if owner == nil { return false }
-    target.submit { _ = self.run(message, me: currentThreadID()) }
+    target.submit {
+      DeliveringThread.enter()
+      _ = self.run(message, me: currentThreadID())
+      DeliveringThread.exit()
+    }
     return true
   }
 }

@@ -7,22 +7,111 @@
 // until the queue is empty. Commits made meanwhile, by other threads or by handlers
 // on this one, are queued with the snapshot of their commit time. This gives every
 // subscription its deliveries one at a time, in commit order, without nesting.
+//
+// Overload: the queue holds at most `backlogLimit` messages for threads that may wait
+// (they wait for room before committing, so their commit order is their queue order),
+// and a deliverer past its turn hands the role to a thread waiting for it; see
+// HubState.
+
+/// The backlog limit of a source created without one.
+@usableFromInline let defaultBacklogLimit = 1_024
 
 /// One source's subscriptions, its stored value and its delivery queue.
 @usableFromInline
 final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
-  // @unchecked Sendable: every mutable field is in `state`, guarded by its lock.
+  // @unchecked Sendable: every mutable field is in `state`, guarded by its lock;
+  // `room` is used only with that lock.
   @usableFromInline let state: Lock<HubState<Message, Stored>>
+  /// Where threads wait for room in the backlog or for the delivering role.
+  @usableFromInline let room = Condition()
 
-  init(_ stored: Stored) {
-    state = Lock.make(HubState(stored: stored))
+  init(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) {
+    precondition(backlogLimit >= 1, "Evented: a backlog limit must be at least 1")
+    state = Lock.make(HubState(stored: stored, backlogLimit: backlogLimit))
+  }
+
+  /// Ends every subscription without waiting, so that deliveries already submitted to
+  /// a queue and not started never run: a source that is gone delivers nothing more.
+  /// A handler running on another thread finishes and then releases itself.
+  deinit {
+    let entries = state.withLock { state in
+      var entries = ContiguousArray<Entry<Message>>()
+      for case let entry? in state.slots { entries.append(entry) }
+      for removal in state.removals.values { entries.append(contentsOf: removal) }
+      return entries
+    }
+    for entry in entries { entry.endSwept() }
+  }
+
+  @usableFromInline typealias Locked = UnsafeMutablePointer<HubState<Message, Stored>>
+
+  /// Locks for a commit; first waits, if the backlog is full and this thread may wait,
+  /// until there is room.
+  @inlinable @inline(__always)
+  func lockForCommit() -> Locked {
+    let locked = state.lock()
+    if locked.pointee.mayHaveToWait { waitForRoom(locked) }
+    return locked
+  }
+
+  /// Waits, in arrival order, until the backlog has room, unless this thread is
+  /// delivering for a source or running a handler.
+  @usableFromInline func waitForRoom(_ locked: Locked) {
+    guard !DeliveringThread.isDelivering else { return }
+    let ticket = locked.pointee.nextRoomTicket
+    locked.pointee.nextRoomTicket &+= 1
+    locked.pointee.roomWaiters += 1
+    while locked.pointee.servedRoomTicket != ticket || locked.pointee.backlog >= locked.pointee.backlogLimit {
+      state.wait(room)
+    }
+    locked.pointee.servedRoomTicket &+= 1
+    locked.pointee.roomWaiters -= 1
+    if locked.pointee.roomWaiters > 0 { room.broadcast() }
+  }
+
+  /// Carries out `start` after a commit: unlocks, then delivers, or waits to take the
+  /// delivering role over.
+  @inlinable @inline(__always)
+  func proceed(_ locked: Locked, _ start: consuming Start<Message>) {
+    switch consume start {
+    case .none, .queued:
+      state.unlock()
+    case .deliver(let first):
+      state.unlock()
+      drain(first)
+    case .heir(let ticket):
+      waitForTurn(locked, ticket)
+    }
+  }
+
+  /// Waits until the deliverer hands the role over (then delivers the queue) or the
+  /// message with `ticket` has been taken by a deliverer. Unlocks.
+  @usableFromInline func waitForTurn(_ locked: Locked, _ ticket: UInt) {
+    while true {
+      if locked.pointee.handOff {
+        locked.pointee.handOff = false
+        locked.pointee.heirs -= 1
+        locked.pointee.passLength = 0
+        let first = locked.pointee.next()
+        if locked.pointee.hasWaiters { room.broadcast() }
+        state.unlock()
+        if let first { drain(first) }
+        return
+      }
+      if !locked.pointee.isDelivering || locked.pointee.taken >= ticket {
+        locked.pointee.heirs -= 1
+        state.unlock()
+        return
+      }
+      state.wait(room)
+    }
   }
 
   /// Commits `message` to the current subscriptions and delivers it.
   @inlinable @inline(__always)
   func send(_ message: Message) {
-    guard let first = state.withLock({ $0.commit(message) }) else { return }
-    drain(first)
+    let locked = lockForCommit()
+    proceed(locked, locked.pointee.commit(message))
   }
 
   /// Runs `body` on the stored value under the lock; delivers the message it returns.
@@ -33,14 +122,45 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   func commit<Result, Failure: Error>(
     _ body: (inout Stored) throws(Failure) -> (Result, Message?)
   ) throws(Failure) -> Result {
-    let (result, message, first) = try state.withLock { state throws(Failure) in
-      let (result, message) = try body(&state.stored)
-      guard let message else { return (result, Message?.none, Pending<Message>?.none) }
-      return (result, message, state.commit(message))
+    let locked = lockForCommit()
+    let outcome: (Result, Message?)
+    do throws(Failure) {
+      outcome = try body(&locked.pointee.stored)
+    } catch {
+      state.unlock()
+      throw error
     }
-    _ = message
-    if let first { drain(first) }
-    return result
+    guard let message = outcome.1 else {
+      state.unlock()
+      return outcome.0
+    }
+    proceed(locked, locked.pointee.commit(message))
+    return outcome.0
+  }
+
+  /// Locks the state for an in-place mutation of the stored value by a yielding
+  /// accessor. Balance with ``commitInPlace(_:_:)`` after the yield, or
+  /// ``abandonInPlace()`` when the caller's access is aborted.
+  @inlinable @inline(__always)
+  func beginInPlace() -> Locked {
+    lockForCommit()
+  }
+
+  /// Ends an in-place mutation begun by ``beginInPlace()``: commits `message`, if any,
+  /// unlocks, and delivers. `message` is released after unlocking.
+  @inlinable
+  func commitInPlace(_ locked: Locked, _ message: Message?) {
+    guard let message else {
+      state.unlock()
+      return
+    }
+    proceed(locked, locked.pointee.commit(message))
+  }
+
+  /// Ends an in-place mutation whose access was aborted: unlocks without committing.
+  @inlinable @inline(__always)
+  func abandonInPlace() {
+    state.unlock()
   }
 
   /// Reads the stored value under the lock.
@@ -54,13 +174,16 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   @usableFromInline func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
     entry.source = self
     var garbage = Garbage<Message>()
-    let first = state.withLock { state -> Pending<Message>? in
-      state.add(entry, garbage: &garbage)
-      guard let replay else { return nil }
-      return state.start(.one(replay(state.stored), entry))
+    guard let replay else {
+      state.withLock { $0.add(entry, garbage: &garbage) }
+      garbage.dispose()
+      return
     }
+    let locked = lockForCommit()
+    locked.pointee.add(entry, garbage: &garbage)
+    let start = locked.pointee.start(.one(replay(locked.pointee.stored), entry))
+    proceed(locked, start)
     garbage.dispose()
-    if let first { drain(first) }
   }
 
   @usableFromInline func detach(_ core: SubscriptionCore) {
@@ -69,11 +192,15 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     garbage.dispose()
   }
 
-  /// Ends and removes every subscription.
+  /// Ends and removes every subscription; also ends, and waits for, those that a
+  /// concurrent call removed and has not finished ending.
   func removeAll() {
     var garbage = Garbage<Message>()
-    state.withLock { $0.removeAll(into: &garbage) }
+    let ticket = state.withLock { $0.removeAll(into: &garbage) }
     garbage.dispose()
+    var finished = Garbage<Message>()
+    state.withLock { $0.finishRemoval(ticket, into: &finished) }
+    _ = finished
   }
 
   /// The number of subscriptions whose owner is alive, after sweeping the others out.
@@ -90,9 +217,15 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   }
 
   /// Delivers `first`, then every delivery queued meanwhile, then stops delivering.
+  ///
+  /// The thread counts as delivering meanwhile (it never waits for room in any
+  /// backlog), and hands the role over between two messages when its turn is over and
+  /// another thread waits for it.
   @inlinable
   func drain(_ first: Pending<Message>) {
     let me = currentThreadID()
+    DeliveringThread.enter()
+    defer { DeliveringThread.exit() }
     var delivery = first
     while true {
       var ownersDied = false
@@ -105,7 +238,9 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
       var garbage = Garbage<Message>()
       let next = state.withLock { state in
         if ownersDied { state.sweep(into: &garbage) }
-        return state.next()
+        let next = state.next()
+        if state.hasWaiters, state.shouldWakeWaiters { room.broadcast() }
+        return next
       }
       garbage.dispose()
       guard let next else { return }

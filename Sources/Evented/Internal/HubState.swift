@@ -11,6 +11,22 @@
 // - `pending` is the FIFO of committed deliveries that wait for the delivering thread
 //   (`isDelivering`): a send or write made while another delivery pass runs is
 //   committed at once and queued here, with the snapshot of its commit.
+// - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
+//   that may wait: one that is not delivering for any source and not running a handler
+//   waits before committing while the backlog is full, in arrival order
+//   (`nextRoomTicket`, `servedRoomTicket`, `roomWaiters`). Threads inside a handler
+//   never wait and may exceed the limit.
+// - Hand-off: a deliverer's turn (`passLength`, the messages it delivered) lasts at
+//   most its own message plus `backlogLimit` others when another thread wants the
+//   role. A thread that may wait and commits while the deliverer is past that length
+//   queues its message and becomes an heir (`heirs`); the deliverer, between two
+//   messages, sets `handOff` and returns; one heir takes the role and continues with
+//   the head of the queue. An heir whose own message has been taken by then
+//   (`taken` >= its ticket in `queued`) leaves.
+// - `removals` holds the subscriptions taken out by each `removeAllObservers()` call
+//   that is still ending them (keyed by a ticket). A concurrent call ends and waits
+//   for those too, so that no call returns while a subscription it did not see is
+//   still to be ended or still running on another thread.
 //
 // Nothing that may hold user objects is released under the lock: removed
 // subscriptions, replaced snapshots and owners loaded to test liveness are moved into
@@ -25,12 +41,29 @@ enum Pending<Message> {
   case one(Message, Entry<Message>)
 }
 
+/// What a committing thread does after its commit.
+@usableFromInline
+enum Start<Message> {
+  /// Nothing to deliver.
+  case none
+  /// Queued for the thread delivering now.
+  case queued
+  /// This thread is the deliverer now: deliver this, then the queue.
+  case deliver(Pending<Message>)
+  /// Queued; the deliverer is past its turn: wait to take the role over, until the
+  /// message with this ticket has been taken.
+  case heir(UInt)
+}
+
 /// What a transition took out of the state, to release after unlocking.
 @usableFromInline
 struct Garbage<Message> {
   @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
-  /// Removed by `removeAllObservers`: ended with a wait, as `cancel()` does.
-  @usableFromInline var removed: [Entry<Message>] = []
+  /// Removed by `removeAllObservers` (this call's and those of calls still ending
+  /// theirs): ended with a wait, as `cancel()` does.
+  @usableFromInline var removed: ContiguousArray<Entry<Message>> = []
+  /// The list of a finished `removeAllObservers` call, dropped after unlocking.
+  @usableFromInline var finishedRemoval: ContiguousArray<Entry<Message>>?
   /// Removed by a sweep or a detach: already ended, or ownerless; ended without a wait.
   @usableFromInline var swept: [Entry<Message>] = []
   @usableFromInline var owners: [AnyObject] = []
@@ -42,6 +75,9 @@ struct Garbage<Message> {
   /// Ends the removed subscriptions, waiting for any of them that runs on another
   /// thread, and the swept ones without waiting. Must be called without any lock held.
   @inlinable func dispose() {
+    // First end the subscriptions that are not running, so that none of them starts
+    // while this waits for one that is; then end (or wait for) every one.
+    for entry in removed where entry.runner == 0 { entry.end() }
     for entry in removed { entry.end() }
     for entry in swept { entry.endSwept() }
   }
@@ -60,9 +96,45 @@ struct HubState<Message, Stored> {
   @usableFromInline var liveAtSweep = 0
   /// Where the incremental scan for dead owners continues.
   @usableFromInline var scanCursor = 0
+  /// The subscriptions of each `removeAllObservers()` call still ending them.
+  @usableFromInline var removals: [UInt: ContiguousArray<Entry<Message>>] = [:]
+  @usableFromInline var nextRemoval: UInt = 0
+  /// The most messages that may wait for the deliverer, for threads that may wait.
+  @usableFromInline let backlogLimit: Int
+  /// Messages delivered by the current deliverer since it took the role.
+  @usableFromInline var passLength = 0
+  /// Threads waiting to take the delivering role over.
+  @usableFromInline var heirs = 0
+  /// The deliverer stepped down; the first heir to wake takes the role.
+  @usableFromInline var handOff = false
+  /// Messages ever queued, and ever taken from the queue.
+  @usableFromInline var queued: UInt = 0
+  @usableFromInline var taken: UInt = 0
+  /// Threads waiting for room in the backlog, served in ticket order.
+  @usableFromInline var roomWaiters = 0
+  @usableFromInline var nextRoomTicket: UInt = 0
+  @usableFromInline var servedRoomTicket: UInt = 0
 
-  init(stored: Stored) {
+  init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
+    self.backlogLimit = backlogLimit
+  }
+
+  /// The number of committed messages waiting for the deliverer.
+  @inlinable var backlog: Int { pending.count - pendingHead }
+
+  /// Whether a committing thread that may wait must check for room first.
+  @inlinable var mayHaveToWait: Bool { roomWaiters > 0 || backlog >= backlogLimit }
+
+  /// Whether a waiting thread should be woken after a change.
+  @inlinable var hasWaiters: Bool { roomWaiters > 0 || heirs > 0 }
+
+  /// Whether the deliverer, having just taken a message, handed the role over or
+  /// stopped, should wake the waiters: heirs on a hand-off or a stop; threads waiting
+  /// for room once the backlog is down to half the limit, so that they do not wake
+  /// for every message taken.
+  @inlinable var shouldWakeWaiters: Bool {
+    handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2)
   }
 
   /// The subscriptions as of now, as an immutable array.
@@ -79,27 +151,40 @@ struct HubState<Message, Stored> {
   ///
   /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
   ///   another thread is delivering (then it is queued for that thread).
-  @inlinable mutating func commit(_ message: Message) -> Pending<Message>? {
-    guard live > 0 else { return nil }
+  @inlinable mutating func commit(_ message: Message) -> Start<Message> {
+    guard live > 0 else { return .none }
     return start(.all(message, currentSnapshot()))
   }
 
   /// Runs `delivery` now if nobody is delivering, else queues it.
-  @inlinable mutating func start(_ delivery: Pending<Message>) -> Pending<Message>? {
+  @inlinable mutating func start(_ delivery: Pending<Message>) -> Start<Message> {
     if isDelivering {
       pending.append(delivery)
-      return nil
+      queued &+= 1
+      if passLength > backlogLimit, !DeliveringThread.isDelivering {
+        heirs += 1
+        return .heir(queued)
+      }
+      return .queued
     }
     isDelivering = true
-    return delivery
+    passLength = 1
+    return .deliver(delivery)
   }
 
-  /// The next queued delivery, or nil after marking delivery finished.
+  /// The next queued delivery, or nil after marking delivery finished or handing the
+  /// role to an heir.
   @inlinable mutating func next() -> Pending<Message>? {
     guard pendingHead < pending.count else {
       isDelivering = false
       return nil
     }
+    if passLength > backlogLimit, heirs > 0 {
+      handOff = true
+      return nil
+    }
+    passLength += 1
+    taken &+= 1
     if pending.count - pendingHead > 1, deliversOutOfOrder() {
       let delivery = pending.removeLast()
       return delivery
@@ -178,15 +263,31 @@ struct HubState<Message, Stored> {
     sweepIfMostlyTombstones(into: &garbage)
   }
 
-  /// Removes every subscription.
-  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) {
+  /// Removes every subscription. `garbage.removed` receives them together with those
+  /// that concurrent calls took and are still ending.
+  ///
+  /// - Returns: the ticket to pass to ``finishRemoval(_:into:)`` once they are ended.
+  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) -> UInt {
+    var taken = ContiguousArray<Entry<Message>>()
+    taken.reserveCapacity(live)
     for case let entry? in slots {
       entry.slot = -1
-      garbage.removed.append(entry)
+      taken.append(entry)
     }
+    for other in removals.values { garbage.removed.append(contentsOf: other) }
+    garbage.removed.append(contentsOf: taken)
+    let ticket = nextRemoval
+    nextRemoval &+= 1
+    removals[ticket] = taken
     slots = []
     live = 0
     dropSnapshot(into: &garbage)
+    return ticket
+  }
+
+  /// Forgets the subscriptions of a finished `removeAll`.
+  @usableFromInline mutating func finishRemoval(_ ticket: UInt, into garbage: inout Garbage<Message>) {
+    garbage.finishedRemoval = removals.removeValue(forKey: ticket)
   }
 
   /// Drops tombstones and subscriptions that ended or whose owner is gone.

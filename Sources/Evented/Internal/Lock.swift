@@ -8,7 +8,8 @@
 // that holds it returns EDEADLK, which we turn into a clear message instead of a hang.
 // Inside Evented the lock is never held across user code, so the only way to reach
 // that message is from the two closures that must run under it: a property's
-// `modify` body and an `Equatable` `==` used for duplicate detection.
+// `modify` body (or an in-place mutation through `value`) and an `Equatable` `==`
+// used for duplicate detection.
 //
 // `WaitRoom` is a mutex and condition variable shared by every subscription. A thread
 // that cancels a subscription whose handler is running on another thread waits here
@@ -48,6 +49,20 @@ struct Lock<State>: @unchecked Sendable {
   ) throws(Failure) -> Result {
     try storage.withLock(body)
   }
+
+  /// Locks and returns the address of the state, for a yielding accessor, which
+  /// cannot yield from inside `withLock`'s closure. Balance with ``unlock()`` on every
+  /// path, including an aborted yield.
+  @inlinable @inline(__always)
+  func lock() -> UnsafeMutablePointer<State> {
+    storage.lock()
+  }
+
+  /// Unlocks after ``lock()``.
+  @inlinable @inline(__always)
+  func unlock() {
+    storage.unlock()
+  }
 }
 
 /// One heap object holding the mutex (as the element) and the state (as the header),
@@ -81,6 +96,18 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
     defer { pthread_mutex_unlock(mutex) }
     return try body(&withUnsafeMutablePointerToHeader { $0 }.pointee)
   }
+
+  @inlinable @inline(__always)
+  func lock() -> UnsafeMutablePointer<State> {
+    let status = pthread_mutex_lock(withUnsafeMutablePointerToElements { $0 })
+    if status != 0 { lockFailed(status) }
+    return withUnsafeMutablePointerToHeader { $0 }
+  }
+
+  @inlinable @inline(__always)
+  func unlock() {
+    pthread_mutex_unlock(withUnsafeMutablePointerToElements { $0 })
+  }
 }
 
 @usableFromInline @inline(never)
@@ -95,6 +122,71 @@ func lockFailed(_ status: Int32) -> Never {
       """)
   }
   fatalError("Evented: pthread_mutex_lock failed with error \(status)")
+}
+
+extension Lock {
+  /// Waits on `condition`, releasing the lock meanwhile.
+  ///
+  /// - Precondition: Called between ``lock()`` and ``unlock()``. Re-check the state
+  ///   through the pointer ``lock()`` returned after every wake-up.
+  @usableFromInline
+  func wait(_ condition: Condition) {
+    storage.withUnsafeMutablePointerToElements { mutex in
+      _ = pthread_cond_wait(condition.pointer, mutex)
+    }
+  }
+}
+
+/// A pthread condition variable, used with one `Lock`.
+@usableFromInline
+final class Condition: @unchecked Sendable {
+  // @unchecked Sendable: the condition variable is used only with the mutex of the
+  // `Lock` it belongs to, which guards what waiters check.
+  @usableFromInline let pointer: UnsafeMutablePointer<pthread_cond_t>
+
+  init() {
+    pointer = .allocate(capacity: 1)
+    pthread_cond_init(pointer, nil)
+  }
+
+  deinit {
+    pthread_cond_destroy(pointer)
+    pointer.deallocate()
+  }
+
+  /// Wakes every waiter so it re-checks its condition.
+  @usableFromInline
+  func broadcast() {
+    pthread_cond_broadcast(pointer)
+  }
+}
+
+/// How many delivery passes (or queued handler calls) the calling thread is inside, for
+/// every source together. A thread inside one never waits for room in a backlog, so
+/// a handler can neither wait for its own source nor close a cycle of waits between
+/// sources.
+@usableFromInline
+enum DeliveringThread {
+  private static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+  }()
+
+  /// Whether the calling thread is delivering for any source, or running a handler.
+  @usableFromInline static var isDelivering: Bool {
+    pthread_getspecific(key) != nil
+  }
+
+  @usableFromInline static func enter() {
+    let depth = Int(bitPattern: pthread_getspecific(key))
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth + 1))
+  }
+
+  @usableFromInline static func exit() {
+    let depth = Int(bitPattern: pthread_getspecific(key))
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth - 1))
+  }
 }
 
 /// An identifier of the calling thread, never zero, with its two low bits clear.

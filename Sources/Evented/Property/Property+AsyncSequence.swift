@@ -46,35 +46,31 @@ public struct AsyncValues<Value: Sendable>: AsyncSequence, Sendable {
     Iterator(buffer: buffer)
   }
 
-  /// Iterates an ``AsyncValues``; ends its subscription when deinitialized.
+  /// Iterates an ``AsyncValues``; ends its subscription when dropped.
   ///
   /// ## Concurrency
   ///
   /// - **Thread safety:** Not `Sendable`: use it from the task that iterates.
   /// - **Ordering:** As ``AsyncValues``.
   /// - **Reentrancy:** Not applicable.
-  /// - **Lifetime:** Ends the subscription when deinitialized, when `next()` returns
-  ///   nil, or when the awaiting task is cancelled.
-  public final class Iterator: AsyncIteratorProtocol {
-    let buffer: AsyncBuffer<Value>
+  /// - **Lifetime:** Ends the subscription when the iterator and its copies are
+  ///   dropped, when `next()` returns nil, or when the awaiting task is cancelled.
+  public struct Iterator: AsyncIteratorProtocol {
+    let ending: AsyncIteratorEnding<Value>
 
     init(buffer: AsyncBuffer<Value>) {
-      self.buffer = buffer
-    }
-
-    deinit {
-      buffer.finish()
+      ending = AsyncIteratorEnding(buffer)
     }
 
     /// The next value, waiting for it if needed; nil when the property is gone and the
     /// buffer is empty, or when the task is cancelled.
-    public func next() async -> Value? {
-      await buffer.next(isolation: nil)
+    public mutating func next() async -> Value? {
+      await ending.buffer.next(isolation: nil)
     }
 
     /// The next value, awaited without leaving the caller's actor.
-    public func next(isolation actor: isolated (any Actor)?) async -> Value? {
-      await buffer.next(isolation: actor)
+    public mutating func next(isolation actor: isolated (any Actor)?) async -> Value? {
+      await ending.buffer.next(isolation: actor)
     }
   }
 }

@@ -24,8 +24,9 @@
 /// - **Reentrancy:** A handler may read ``value`` (the latest committed value), write,
 ///   modify, subscribe and cancel, on this property or any other. A write from inside a
 ///   handler is committed at once and delivered after the current delivery pass.
-///   The closure given to ``modify(_:)`` and the `==` that detects duplicates run under
-///   the property's lock: they must not use this property (doing so stops the program
+///   The closure given to ``modify(_:)``, a mutation in place through ``value`` or
+///   the wrapper (`value += 1`), and the `==` that detects duplicates run under the
+///   property's lock: they must not use this property (doing so stops the program
 ///   with a message) and should not use other sources.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
@@ -34,35 +35,75 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
-    hub = Hub(value)
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
+    hub = Hub(value, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
   }
 
   /// Creates a property that notifies on every write.
-  public convenience init(_ value: Value) {
-    self.init(value: value, isDuplicate: nil)
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: How many committed writes may wait for the thread that is
+  ///     delivering for this property (1,024 unless given). At the limit, a write or a
+  ///     replaying subscribe from a thread that is not running a handler or delivering
+  ///     waits until there is room; see "Overload" in the guarantees guide.
+  public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
-  public convenience init(wrappedValue: Value) {
-    self.init(value: wrappedValue, isDuplicate: nil)
+  public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
+    self.init(value: wrappedValue, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   /// The current value. Setting it commits and notifies the subscriptions.
   ///
-  /// - Note: `value += 1` is a read and a write, not atomic; use ``modify(_:)``.
+  /// A mutation in place, such as `value += 1` or `value.append(x)`, is atomic and
+  /// notifies once with the old and the new value, as ``modify(_:)`` does: the
+  /// property's lock is held for the whole access, and a result equal to the old value
+  /// (when duplicates are skipped) notifies nobody.
+  ///
+  /// - Important: The access must not use this property: `mutate(&p.value) { _ in
+  ///   p.value }` would deadlock, so it stops the program with a message instead.
   @inlinable
   public var value: Value {
     get { hub.read { copy $0 } }
     set { write(newValue) }
+    _modify {
+      let locked = hub.beginInPlace()
+      var next = locked.pointee.stored
+      var isYielding = true
+      defer {
+        if isYielding {
+          // The access was aborted (it threw): nothing changes.
+          hub.abandonInPlace()
+          withExtendedLifetime(next) {}
+        }
+      }
+      yield &next
+      isYielding = false
+      var old: Value? = nil
+      if let isDuplicate, isDuplicate(locked.pointee.stored, next) {
+        hub.commitInPlace(locked, nil)
+      } else {
+        old = locked.pointee.stored
+        locked.pointee.stored = next
+        hub.commitInPlace(locked, Update(old: old!, new: next, isInitial: false))
+      }
+      withExtendedLifetime(next) {}
+      withExtendedLifetime(old) {}
+    }
   }
 
-  /// The current value, as a property wrapper.
+  /// The current value, as a property wrapper: `@Property var name` reads and writes
+  /// it. A mutation in place (`model.names.append(x)`, `model.count += 1`) is atomic
+  /// and notifies once, as with ``value``.
   @inlinable
   public var wrappedValue: Value {
     get { value }
     set { write(newValue) }
+    _modify { yield &value }
   }
 
   /// A view that can observe but not write: `$name` of `@Property var name`.
@@ -123,23 +164,26 @@ extension Property where Value: Equatable {
   static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
 
   /// Creates a property that skips writes equal to the current value.
-  public convenience init(_ value: Value) {
-    self.init(value: value, isDuplicate: Self.equals)
+  ///
+  /// - Parameter backlogLimit: As for ``init(_:backlogLimit:)``.
+  public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property; with `skipsDuplicates`, writes equal to the current value
   /// notify nobody.
-  public convenience init(_ value: Value, skipsDuplicates: Bool) {
-    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  public convenience init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.
-  public convenience init(wrappedValue: Value) {
-    self.init(value: wrappedValue, isDuplicate: Self.equals)
+  public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
+    self.init(value: wrappedValue, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property(skipsDuplicates: false) var name = value`.
-  public convenience init(wrappedValue: Value, skipsDuplicates: Bool) {
-    self.init(value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  public convenience init(wrappedValue: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
+    self.init(
+      value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 }

@@ -1,0 +1,130 @@
+// Scenario "overload": every thread writes a property as fast as it can while two
+// synchronous handlers are slow, subscribers keep arriving, and one thread, the stopper,
+// must get its event through to make the writers pause.
+//
+// The counter property is changed only by `modify`, which stamps each value with the
+// next commit number, so stamps follow commit order exactly. Every committed stamp is
+// also published (`committed`) from inside `modify`, so a handler can tell how many
+// commits wait behind the one it receives: that is the backlog it sees.
+//
+// Invariants:
+// - each slow subscription sees the commits consecutively (order) and, when writers
+//   stop, ends on `value` (convergence);
+// - the backlog a handler sees never exceeds the limit plus one commit per thread
+//   (threads that may wait never queue beyond the limit);
+// - no single `modify`, `observe` or stopper `send` takes longer than a bound far above
+//   the limit times the handlers' cost;
+// - a handler never runs nested in itself or concurrently with itself.
+//
+// The report adds the peak backlog and the longest calls to the violations count.
+
+import Evented
+import Synchronization
+
+/// The backlog limit the scenario's property uses.
+let overloadLimit = 64
+
+/// Calls taking longer than this are violations: at 20 µs per slow handler the limit
+/// costs about 3 ms, so this leaves room for a loaded machine and Thread Sanitizer.
+let overloadLongestCall: UInt64 = 2_000_000_000
+
+/// The peak and longest figures, printed after the scenario's line.
+let overloadFigures = Guarded<String>("")
+
+private final class OverloadAnchor: Sendable {}
+
+private func spin(microseconds: UInt64) {
+  let end = now() + microseconds * 1_000
+  while now() < end {}
+}
+
+let overload = Scenario(
+  name: "overload",
+  summary: "slow handlers, writers on every thread, arriving subscribers, a stopper; bounded backlog and calls",
+  unavailable: nil
+) { run in
+  let counter = Property(Tick(commit: 0, writer: -1), backlogLimit: overloadLimit)
+  let stop = EventSource<Int>(backlogLimit: overloadLimit)
+  let committed = Atomic<Int>(0)
+  let peakBacklog = Atomic<Int>(0)
+  let longestModify = Atomic<UInt64>(0)
+  let longestObserve = Atomic<UInt64>(0)
+  let longestStop = Atomic<UInt64>(0)
+  let pauses = Atomic<Int>(0)
+  let anchor = OverloadAnchor()
+
+  var watchers: [TickWatcher] = []
+  for index in 0..<2 {
+    let watcher = TickWatcher(run: run, label: "slow observer \(index)", floor: 0)
+    counter.observe(with: anchor) { _, tick in
+      let backlog = committed.load(ordering: .acquiring) - tick.commit
+      peakBacklog.max(backlog, ordering: .relaxed)
+      watcher.see(tick.commit)
+      spin(microseconds: 20)
+    }
+    watchers.append(watcher)
+  }
+  let stopSeen = Atomic<Int>(0)
+  stop.observe(with: anchor) { _, round in stopSeen.store(round, ordering: .releasing) }
+
+  run.work(workers: run.threads) { worker in
+    let me = worker.index
+    var round = 0
+    while worker.proceed() {
+      if me == 0 && worker.thread.random.below(200) == 0 {
+        // The stopper: its event must get through while everyone else writes.
+        round += 1
+        worker.at(.send)
+        let start = now()
+        stop.send(round)
+        longestStop.max(now() - start, ordering: .relaxed)
+        continue
+      }
+      if stopSeen.load(ordering: .acquiring) > round, worker.thread.random.chance(5) {
+        round = stopSeen.load(ordering: .acquiring)
+        pauses.wrappingAdd(1, ordering: .relaxed)
+      }
+      if worker.thread.random.below(100) < 3 {
+        let watcher = TickWatcher(run: run, label: "arriving observer", floor: 0)
+        worker.at(.subscribe)
+        let start = now()
+        let subscription = counter.observe { watcher.see($0.commit) }
+        longestObserve.max(now() - start, ordering: .relaxed)
+        worker.at(.cancel)
+        subscription.cancel()
+        watcher.cancelled.store(true, ordering: .releasing)
+        continue
+      }
+      worker.at(.modify)
+      let start = now()
+      counter.modify { tick in
+        tick = Tick(commit: tick.commit + 1, writer: me)
+        committed.store(tick.commit, ordering: .releasing)
+      }
+      longestModify.max(now() - start, ordering: .relaxed)
+    }
+  }
+
+  let value = counter.value.commit
+  for watcher in watchers where watcher.last.load(ordering: .acquiring) != value {
+    run.violation("\(watcher.label) last saw \(watcher.last.load(ordering: .acquiring)), but the value is \(value)")
+  }
+  let peak = peakBacklog.load(ordering: .relaxed)
+  if peak > overloadLimit + run.threads {
+    run.violation("a handler saw \(peak) commits waiting, above the limit of \(overloadLimit)")
+  }
+  let longest = [
+    ("modify", longestModify.load(ordering: .relaxed)), ("observe", longestObserve.load(ordering: .relaxed)),
+    ("stopper send", longestStop.load(ordering: .relaxed)),
+  ]
+  for (name, nanoseconds) in longest where nanoseconds > overloadLongestCall {
+    run.violation("the longest \(name) took \(nanoseconds / 1_000_000) ms")
+  }
+  overloadFigures.withLock {
+    $0 =
+      "peak backlog \(peak) (limit \(overloadLimit)), longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
+      + "observe \(longestObserve.load(ordering: .relaxed) / 1_000) µs, "
+      + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs, \(value) commits"
+  }
+  withExtendedLifetime(anchor) {}
+}
