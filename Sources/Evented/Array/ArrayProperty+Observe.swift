@@ -68,7 +68,7 @@ extension ArrayProperty {
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
   /// `owner` lives. The current array is not replayed: read ``value`` first, or use
-  /// ``observe(with:on:_:)``, to learn the array the first changeset applies to.
+  /// ``observe(with:on:_:)-(_,Delivery,_)``, to learn the array the first changeset applies to.
   ///
   /// ```swift
   /// model.friends.observeChanges(with: view) { view, changeset in

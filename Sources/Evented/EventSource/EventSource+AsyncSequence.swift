@@ -32,7 +32,9 @@
 ///   The sequence of a derived source (`map`, `filter`, `compactMap`, `merge`) keeps
 ///   that source, and so the sources it derives from, alive until iteration ends.
 public struct AsyncEvents<Event: Sendable>: AsyncSequence, Sendable {
+  /// The events, in commit order.
   public typealias Element = Event
+  /// Never fails: the sequence finishes when its source is gone or its loop ends.
   public typealias Failure = Never
 
   let buffer: AsyncBuffer<Event>

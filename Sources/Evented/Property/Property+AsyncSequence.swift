@@ -36,7 +36,9 @@
 ///   sequence of a derived value (`map`, `combineLatest`, `flatMapLatest`) keeps that
 ///   value, and so its sources, alive until iteration ends.
 public struct AsyncValues<Value: Sendable>: AsyncSequence, Sendable {
+  /// The values: the one current at the call, then each new one in commit order.
   public typealias Element = Value
+  /// Never fails: the sequence finishes when its property is gone or its loop ends.
   public typealias Failure = Never
 
   let buffer: AsyncBuffer<Value>

@@ -67,10 +67,12 @@ public final class Subscription: Hashable, Sendable {
     set.insert(self)
   }
 
+  /// Whether both handles are the same subscription (identity, not handler equality).
   public static func == (lhs: Subscription, rhs: Subscription) -> Bool {
     lhs === rhs
   }
 
+  /// Hashes the handle's identity, so that it can be stored in a `Set<Subscription>`.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(ObjectIdentifier(self))
   }
