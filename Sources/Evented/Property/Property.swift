@@ -165,7 +165,9 @@ extension Property where Value: Equatable {
 
   /// Creates a property that skips writes equal to the current value.
   ///
-  /// - Parameter backlogLimit: As for ``init(_:backlogLimit:)``.
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: As for ``init(_:backlogLimit:)``.
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
