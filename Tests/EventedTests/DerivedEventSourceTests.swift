@@ -123,6 +123,17 @@ import Testing
     #expect(source.observerCount == 0)
   }
 
+  @Test func aFilteredSourceWhoseObserversOwnerDiedIsFreedEvenWhenItPassesNothing() {
+    let live = LiveCount()
+    let source = EventSource<Int>()
+    var owner: Owner? = Owner()
+    source.filter { [tracked = Tracked(live)] in tracked.id + $0 < 0 }.observe(with: owner!) { _, _ in }
+    owner = nil
+    source.send(1)
+    #expect(live.value == 0)
+    #expect(source.observerCount == 0)
+  }
+
   @Test func observeOnceOnADerivedSourceRunsAtMostOnce() {
     let source = EventSource<Int>()
     let doubled = source.map { $0 * 2 }

@@ -429,6 +429,21 @@ final class Friend: Sendable {
     #expect(source.observerCount == 0)
   }
 
+  @Test func derivedValuesWhoseObserversOwnersDiedAreFreedEvenWhenTheResultNeverChanges() {
+    let live = LiveCount()
+    let source = Property(0)
+    for _ in 0..<100 {
+      let owner = Owner()
+      source.map { [tracked = Tracked(live)] in tracked.id + $0 >= 0 }.observe(with: owner) { _, _ in }
+    }
+    #expect(live.value == 100)
+    // Every write leaves each result `true`: nothing is delivered, yet the skipped
+    // updates find the dead observers, and the values are freed.
+    for value in 1...100 { source.value = value }
+    #expect(live.value == 0)
+    #expect(source.observerCount == 0)
+  }
+
   @Test func aDerivedValueKeepsItsSourcesAlive() {
     let live = LiveCount()
     let property = Property(3)

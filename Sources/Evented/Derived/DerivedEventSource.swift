@@ -133,7 +133,7 @@ extension EventSourceProtocol {
     let source = readOnly
     let node = DerivedEventSource<T>(sources: [source])
     node.link(to: source) { node, event in
-      if let result = transform(event) { node.hub.send(result) }
+      if let result = transform(event) { node.hub.send(result) } else { node.hub.scanForDeadOwners() }
     }
     return ReadOnlyEventSource(derived: node)
   }

@@ -107,12 +107,13 @@ final class DerivedProperty<Value: Sendable>: Sendable {
 
   /// Commits `value` as the derived value, unless it equals the stored one.
   @inlinable func publish(_ value: Value) {
-    hub.commit { stored -> ((), Update<Value>?) in
-      if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
+    let skipped = hub.commit { stored -> (Bool, Update<Value>?) in
+      if let isDuplicate, isDuplicate(stored, value) { return (true, nil) }
       let old = stored
       stored = value
-      return ((), Update(old: old, new: value, isInitial: false))
+      return (false, Update(old: old, new: value, isInitial: false))
     }
+    if skipped { hub.scanForDeadOwners() }
   }
 
   /// Commits the stored value changed by `change` (one side of a combination), unless
@@ -126,18 +127,19 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       stored = next
       return (nil, Update(old: old, new: next, isInitial: false))
     }
-    _ = leftover
+    if leftover != nil { hub.scanForDeadOwners() }
   }
 
   /// Commits `value` if `generation` still names the current target.
   @inlinable func publish(_ value: Value, generation expected: UInt) {
-    hub.commit { stored -> ((), Update<Value>?) in
-      guard generation.load(ordering: .acquiring) == expected else { return ((), nil) }
-      if let isDuplicate, isDuplicate(stored, value) { return ((), nil) }
+    let skipped = hub.commit { stored -> (Bool, Update<Value>?) in
+      guard generation.load(ordering: .acquiring) == expected else { return (false, nil) }
+      if let isDuplicate, isDuplicate(stored, value) { return (true, nil) }
       let old = stored
       stored = value
-      return ((), Update(old: old, new: value, isInitial: false))
+      return (false, Update(old: old, new: value, isInitial: false))
     }
+    if skipped { hub.scanForDeadOwners() }
   }
 
   /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,

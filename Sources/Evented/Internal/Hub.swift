@@ -203,6 +203,18 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     _ = finished
   }
 
+  /// Moves the incremental scan for dead owners on by two slots. A derived value calls
+  /// it when it skips an update (a duplicate, a filtered-out event), so that observers
+  /// whose owner died are found, and the derived value freed, even when it never
+  /// delivers again.
+  @usableFromInline func scanForDeadOwners() {
+    var garbage = Garbage<Message>()
+    state.withLock { state in
+      if !state.slots.isEmpty { state.scanNext(into: &garbage) }
+    }
+    garbage.dispose()
+  }
+
   /// The number of subscriptions whose owner is alive, after sweeping the others out.
   ///
   /// - Complexity: O(n) in the number of subscriptions.
