@@ -376,4 +376,33 @@ private struct Profile: Equatable, Sendable {
     #expect(await settles { screen.shown == [1, 2, 3] })
     subscription.cancel()
   }
+
+  // MARK: Read-only views
+
+  @Test func actorReadOnlyViewsObserveButCannotWrite() async {
+    let property = ActorProperty(1)
+    let source = ActorEventSource<Int>()
+    let propertyView = property.readOnly
+    let sourceView = source.readOnly
+    let values = await propertyView.values(bufferingPolicy: .unbounded)
+    let events = await sourceView.events()
+    let seen = Log<String>()
+    let owner = Owner()
+    await propertyView.observeChanges(with: owner) { _, change in seen.append("change \(change.newValue)") }
+    await sourceView.observeOnce(with: owner) { _, event in seen.append("once \(event)") }
+    #expect(await propertyView.observerCount == 2)
+    #expect(await sourceView.observerCount == 2)
+    await property.setValue(2)
+    await source.send(7)
+    await source.send(8)
+    #expect(await propertyView.value == 2)
+    var valueIterator = values.makeAsyncIterator()
+    #expect(await valueIterator.next() == 1)
+    #expect(await valueIterator.next() == 2)
+    var eventIterator = events.makeAsyncIterator()
+    #expect(await eventIterator.next() == 7)
+    #expect(await eventIterator.next() == 8)
+    #expect(await settles { seen.all.sorted() == ["change 2", "once 7"] })
+    withExtendedLifetime(owner) {}
+  }
 }
