@@ -8,12 +8,12 @@ import Testing
 /// process would also break unrelated tests running in parallel. The suite runs its
 /// tests one at a time so that each child process gets the machine's cores.
 @Suite(.serialized) struct StressSuiteTests {
-  @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() throws {
+  @Test func everyScenarioHoldsItsInvariantsOnTheRealRuntime() async throws {
     // In a child process too: the async scenarios need the cooperative thread pool,
     // which tests running in parallel in this process may keep busy.
     let executable = try #require(
       StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
-    let (status, output) = try StressExecutable.run(executable, ["--seconds", "6", "--threads", "8"])
+    let (status, output) = try await StressExecutable.run(executable, ["--seconds", "6", "--threads", "8"])
     #expect(status == 0, "exit status \(status); output:\n\(output)")
     #expect(output.contains("summary: "), "\(output)")
     #expect(output.contains(" 0 failed"), "\(output)")
@@ -27,10 +27,10 @@ import Testing
     ("keepDeadOwners", "owner-churn"),
     ("cancelDoesNotWait", "cancel-race"),
   ])
-  func scenarioFailsWithPlantedBug(bug: String, scenario: String) throws {
+  func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
     let executable = try #require(
       StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
-    let (status, output) = try StressExecutable.run(
+    let (status, output) = try await StressExecutable.run(
       executable, ["--seconds", "2", "--threads", "8", "--scenario", scenario, "--plant", bug])
     #expect(status == 1, "exit status \(status); output:\n\(output)")
     let line = try #require(output.split(separator: "\n").first { $0.hasPrefix(scenario + " ") }, "\(output)")
@@ -54,15 +54,24 @@ enum StressExecutable {
   }()
 
   /// Runs `executable` with `arguments`; returns its exit status and standard output.
-  static func run(_ executable: URL, _ arguments: [String]) throws -> (Int32, String) {
+  ///
+  /// The wait for the child runs on a thread of its own, not on the cooperative pool:
+  /// a pool thread blocked for the child's whole run starved the async tests running
+  /// beside it on a two-core machine.
+  static func run(_ executable: URL, _ arguments: [String]) async throws -> (Int32, String) {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
     let pipe = Pipe()
     process.standardOutput = pipe
     try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    let handle = pipe.fileHandleForReading
+    return await withCheckedContinuation { continuation in
+      Thread {
+        let data = handle.readDataToEndOfFile()
+        process.waitUntilExit()
+        continuation.resume(returning: (process.terminationStatus, String(decoding: data, as: UTF8.self)))
+      }.start()
+    }
   }
 }
