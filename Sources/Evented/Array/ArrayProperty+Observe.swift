@@ -145,7 +145,7 @@ extension ArrayProperty {
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<[Element]> {
     let buffer = AsyncBuffer<[Element]>(policy: bufferingPolicy)
     let link = SourceLink(buffer)
-    let entry = Entry<ArrayChangeset<Element>>(owner: buffer, target: nil) { owner, changeset in
+    let entry = OwnedEntry<AnyObject, ArrayChangeset<Element>>(owner: buffer, target: nil) { owner, changeset in
       withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<[Element]>.self).push(changeset.array) }
     }
     hub.subscribe(buffer, with: entry, replay: Self.replay)

@@ -26,7 +26,7 @@ extension ArrayProperty {
   public var readOnly: ReadOnlyProperty<[Element]> {
     let hub = hub
     let node = DerivedProperty(initial: hub.read { copy $0 }, isDuplicate: nil) { hub.read { copy $0 } }
-    let entry = Entry<ArrayChangeset<Element>>(owner: node, target: nil) { owner, changeset in
+    let entry = OwnedEntry<AnyObject, ArrayChangeset<Element>>(owner: node, target: nil) { owner, changeset in
       unsafeDowncast(owner, to: DerivedProperty<[Element]>.self).publish(changeset.array)
     }
     node.links.withLock { $0.sources.append(entry) }

@@ -24,7 +24,7 @@ import Dispatch
 /// - **Lifetime:** A queue given to `.queue(_:)` is retained until the subscription
 ///   ends.
 public struct Delivery: Sendable {
-  let queue: DispatchQueue?
+  @usableFromInline let queue: DispatchQueue?
 
   /// Runs handlers on the committing thread before `send` or the write returns,
   /// unless another thread is delivering for the source already.
@@ -58,7 +58,7 @@ struct DeliveryTarget: Sendable {
   @usableFromInline let queue: DispatchQueue
 
   /// A serial target for `delivery`, or nil to run inline.
-  init?(_ delivery: Delivery) {
+  @usableFromInline init?(_ delivery: Delivery) {
     guard let base = delivery.queue else { return nil }
     queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
   }

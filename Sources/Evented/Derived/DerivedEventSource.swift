@@ -34,7 +34,7 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
     to source: ReadOnlyEventSource<SourceEvent>,
     _ receive: @escaping @Sendable (DerivedEventSource<Event>, SourceEvent) -> Void
   ) {
-    let entry = Entry<SourceEvent>(owner: self, target: nil) { owner, event in
+    let entry = OwnedEntry<AnyObject, SourceEvent>(owner: self, target: nil) { owner, event in
       receive(unsafeDowncast(owner, to: DerivedEventSource<Event>.self), event)
     }
     links.withLock { $0.append(entry) }

@@ -48,12 +48,12 @@ struct LinkState: Sendable {
 }
 
 extension SubscriptionCore {
-  /// Ends this subscription and removes it from its source without waiting for a
-  /// handler running on another thread (the runner releases the handler when it
-  /// returns). For a node's own links, whose late updates are harmless or discarded.
+  /// Ends this subscription without waiting for a handler running on another thread
+  /// (the runner releases the handler when it returns); its source removes it when it
+  /// next meets it. For a node's own links, whose late updates are harmless or
+  /// discarded.
   @usableFromInline func detachWithoutWaiting() {
     endSwept()
-    source?.detach(self)
   }
 }
 
@@ -98,7 +98,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
     to source: ReadOnlyProperty<SourceValue>,
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
-    let entry = Entry<Update<SourceValue>>(owner: self, target: nil) { owner, update in
+    let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
       receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new)
     }
     links.withLock { $0.sources.append(entry) }
@@ -172,7 +172,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       if let missing { publish(missing, generation: current) }
       return
     }
-    let entry = Entry<Update<Inner>>(owner: self, target: nil) { owner, update in
+    let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
       unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
     }
     links.withLock { state in

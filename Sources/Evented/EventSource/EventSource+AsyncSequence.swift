@@ -93,7 +93,7 @@ extension EventSourceProtocol {
     let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
     let link = SourceLink(buffer)
     let anchor = anchor
-    let entry = Entry<Event>(owner: buffer, target: nil) { owner, event in
+    let entry = OwnedEntry<AnyObject, Event>(owner: buffer, target: nil) { owner, event in
       withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Event>.self).push(event) }
     }
     hub.subscribe(buffer, with: entry, replay: nil)

@@ -16,10 +16,10 @@ public protocol EventSourceProtocol<Event>: Sendable {
 }
 
 extension EventSourceProtocol {
-  var hub: Hub<Event, Void> { readOnly.hub }
+  @usableFromInline var hub: Hub<Event, Void> { readOnly.hub }
 
   /// What every subscription keeps alive: the node of a derived source, or nil.
-  var anchor: (any AnyObject & Sendable)? { readOnly.derived }
+  @usableFromInline var anchor: (any AnyObject & Sendable)? { readOnly.derived }
 
   /// The number of subscriptions whose owner is alive.
   ///
@@ -39,6 +39,7 @@ extension EventSourceProtocol {
   ///   - handler: Called with the owner and each event, never concurrently with itself.
   /// - Returns: A handle that may cancel the subscription early; dropping it does not
   ///   end the subscription.
+  @inlinable
   @discardableResult
   public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -70,6 +71,7 @@ extension EventSourceProtocol {
   ///   - delivery: Where the handler runs.
   ///   - handler: Called with each event, never concurrently with itself.
   /// - Returns: The owner of the subscription: it ends when this handle is released.
+  @inlinable
   public func observe(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
@@ -90,6 +92,7 @@ extension EventSourceProtocol {
   ///
   /// - Note: At most once, even when events are sent concurrently or from inside the
   ///   handler.
+  @inlinable
   @discardableResult
   public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -121,6 +124,7 @@ extension EventSourceProtocol {
 
   /// Calls `handler` with the next event only, if the returned subscription is still
   /// kept then.
+  @inlinable
   public func observeOnce(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void

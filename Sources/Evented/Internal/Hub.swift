@@ -171,7 +171,8 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
 
   /// Adds `entry`; if `replay` is given, first delivers its message to `entry` alone,
   /// taken from the stored value at the same instant.
-  @usableFromInline func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
+  @inlinable
+  func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
     entry.source = self
     var garbage = Garbage<Message>()
     guard let replay else {
@@ -183,12 +184,6 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     locked.pointee.add(entry, garbage: &garbage)
     let start = locked.pointee.start(.one(replay(locked.pointee.stored), entry))
     proceed(locked, start)
-    garbage.dispose()
-  }
-
-  @usableFromInline func detach(_ core: SubscriptionCore) {
-    var garbage = Garbage<Message>()
-    state.withLock { $0.remove(core, garbage: &garbage) }
     garbage.dispose()
   }
 
@@ -228,6 +223,31 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     return count
   }
 
+  /// Takes the next queued delivery, or stops delivering (or hands the role over).
+  @inlinable @inline(__always)
+  func takeNext() -> Pending<Message>? {
+    let locked = state.lock()
+    let next = locked.pointee.next()
+    if locked.pointee.hasWaiters, locked.pointee.shouldWakeWaiters { room.broadcast() }
+    state.unlock()
+    return next
+  }
+
+  /// ``takeNext()`` after a pass that met an ended or ownerless subscription: sweeps
+  /// first, and ends what it removed after unlocking.
+  @inlinable @inline(never)
+  func sweepAndTakeNext() -> Pending<Message>? {
+    var garbage = Garbage<Message>()
+    let next = state.withLock { state in
+      state.sweep(into: &garbage)
+      let next = state.next()
+      if state.hasWaiters, state.shouldWakeWaiters { room.broadcast() }
+      return next
+    }
+    garbage.dispose()
+    return next
+  }
+
   /// Delivers `first`, then every delivery queued meanwhile, then stops delivering.
   ///
   /// The thread counts as delivering meanwhile (it never waits for room in any
@@ -236,25 +256,19 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   @inlinable
   func drain(_ first: Pending<Message>) {
     let me = currentThreadID()
-    DeliveringThread.enter()
-    defer { DeliveringThread.exit() }
+    let depth = DeliveringThread.enter()
+    defer { DeliveringThread.exit(depth) }
     var delivery = first
     while true {
-      var ownersDied = false
+      // Whether a subscription of this pass has ended or lost its owner.
+      var foundGone = false
       switch delivery {
       case .all(let message, let entries):
-        for entry in entries where !entry.deliver(message, me: me) { ownersDied = true }
+        for entry in entries where !entry.deliver(message, me: me) { foundGone = true }
       case .one(let message, let entry):
-        if !entry.deliver(message, me: me) { ownersDied = true }
+        if !entry.deliver(message, me: me) { foundGone = true }
       }
-      var garbage = Garbage<Message>()
-      let next = state.withLock { state in
-        if ownersDied { state.sweep(into: &garbage) }
-        let next = state.next()
-        if state.hasWaiters, state.shouldWakeWaiters { room.broadcast() }
-        return next
-      }
-      garbage.dispose()
+      let next = foundGone ? sweepAndTakeNext() : takeNext()
       guard let next else { return }
       delivery = next
     }

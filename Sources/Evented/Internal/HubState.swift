@@ -1,10 +1,14 @@
 // The state of one source, guarded by its hub's lock.
 //
-// - `slots` lists the subscriptions in the order they subscribed. A cancelled one
-//   leaves a nil tombstone; tombstones and subscriptions of dead owners are swept
-//   out together once they outnumber the live ones (amortized O(1) per subscribe and
-//   cancel), on every send that met a dead owner, and when `observerCount` is read.
-//   `slots` is never shared outside the lock, so it may be mutated in place.
+// - `slots` lists the subscriptions in the order they subscribed. Cancelling takes no
+//   lock: an ended subscription stays listed until the source meets it. Every
+//   subscribe checks the next two slots (`scanCursor`) and vacates an ended or
+//   ownerless one, leaving a nil tombstone; tombstones are compacted once they
+//   outnumber the live subscriptions, and all of them are swept together when the
+//   slots have doubled since the last sweep (amortized O(1) per subscribe), after a
+//   delivery pass that met an ended or ownerless subscription, and when
+//   `observerCount` is read. `slots` is never shared outside the lock, so it may be
+//   mutated in place.
 // - `snapshot` is an immutable array of the subscriptions, built on demand by a send
 //   and dropped whenever `slots` changes. It is never mutated, only replaced, so a
 //   delivering thread can iterate it without the lock.
@@ -64,13 +68,20 @@ struct Garbage<Message> {
   @usableFromInline var removed: ContiguousArray<Entry<Message>> = []
   /// The list of a finished `removeAllObservers` call, dropped after unlocking.
   @usableFromInline var finishedRemoval: ContiguousArray<Entry<Message>>?
-  /// Removed by a sweep or a detach: already ended, or ownerless; ended without a wait.
+  /// Removed by a scan or a sweep: already ended, or ownerless; ended without a wait.
+  /// The first is kept apart, so that the common case (one) allocates no array.
+  @usableFromInline var sweptFirst: Entry<Message>?
   @usableFromInline var swept: [Entry<Message>] = []
   @usableFromInline var owners: [AnyObject] = []
   /// Owners loaded by the incremental scan, released after unlocking.
   @usableFromInline var scannedOwners: (AnyObject?, AnyObject?)
 
   @inlinable init() {}
+
+  /// Keeps a removed subscription to end after unlocking.
+  @inlinable mutating func sweep(_ entry: Entry<Message>) {
+    if sweptFirst == nil { sweptFirst = entry } else { swept.append(entry) }
+  }
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
   /// thread, and the swept ones without waiting. Must be called without any lock held.
@@ -79,6 +90,7 @@ struct Garbage<Message> {
     // while this waits for one that is; then end (or wait for) every one.
     for entry in removed where entry.runner == 0 { entry.end() }
     for entry in removed { entry.end() }
+    sweptFirst?.endSwept()
     for entry in swept { entry.endSwept() }
   }
 }
@@ -206,9 +218,9 @@ struct HubState<Message, Stored> {
 
   /// Appends a subscription; sweeps first once the slots have grown to twice the
   /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
-  @usableFromInline mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
+  @inlinable mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
     if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage) }
-    entry.slot = slots.count
+    entry.slot = Int32(truncatingIfNeeded: slots.count)
     slots.append(entry)
     live += 1
     dropSnapshot(into: &garbage)
@@ -219,12 +231,13 @@ struct HubState<Message, Stored> {
   /// and removes it: every subscribe moves the scan on, so the subscriptions of dead
   /// owners are found within half as many subscribes as there are slots, even
   /// without a send.
-  @usableFromInline mutating func scanNext(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func scanNext(into garbage: inout Garbage<Message>) {
     for step in 0..<2 {
       if scanCursor >= slots.count { scanCursor = 0 }
       let index = scanCursor
       scanCursor += 1
       guard let entry = slots[index] else { continue }
+      if entry.isOwnedByHandle, !entry.isEnded { continue }
       if !entry.isEnded, let owner = entry.owner {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
@@ -236,31 +249,23 @@ struct HubState<Message, Stored> {
   }
 
   /// Leaves a tombstone at `index` and moves its subscription into `garbage`.
-  @usableFromInline mutating func vacate(_ index: Int, into garbage: inout Garbage<Message>) {
+  @inlinable mutating func vacate(_ index: Int, into garbage: inout Garbage<Message>) {
     guard let entry = slots[index] else { return }
     slots[index] = nil
     entry.slot = -1
     live -= 1
-    garbage.swept.append(entry)
+    garbage.sweep(entry)
     dropSnapshot(into: &garbage)
   }
 
   /// Sweeps once tombstones outnumber the live subscriptions (or 32).
-  @usableFromInline mutating func sweepIfMostlyTombstones(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func sweepIfMostlyTombstones(into garbage: inout Garbage<Message>) {
     if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage) }
   }
 
   /// Moves the cached snapshot, if any, into `garbage`.
   @inlinable mutating func dropSnapshot(into garbage: inout Garbage<Message>) {
     if let old = snapshot.take() { garbage.snapshot = old }
-  }
-
-  /// Removes one subscription, if it is still listed.
-  @usableFromInline mutating func remove(_ entry: SubscriptionCore, garbage: inout Garbage<Message>) {
-    let slot = entry.slot
-    guard slot >= 0, slot < slots.count, slots[slot] === entry else { return }
-    vacate(slot, into: &garbage)
-    sweepIfMostlyTombstones(into: &garbage)
   }
 
   /// Removes every subscription. `garbage.removed` receives them together with those
@@ -293,20 +298,23 @@ struct HubState<Message, Stored> {
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
   ///
   /// - Complexity: O(n) in the number of slots.
-  @usableFromInline mutating func sweep(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func sweep(into garbage: inout Garbage<Message>) {
     var kept = ContiguousArray<Entry<Message>?>()
     kept.reserveCapacity(live)
     for case let entry? in slots {
-      if !entry.isEnded, let owner = entry.owner {
+      if entry.isOwnedByHandle, !entry.isEnded {
+        entry.slot = Int32(truncatingIfNeeded: kept.count)
+        kept.append(entry)
+      } else if !entry.isEnded, let owner = entry.owner {
         garbage.owners.append(owner)
-        entry.slot = kept.count
+        entry.slot = Int32(truncatingIfNeeded: kept.count)
         kept.append(entry)
       } else if !entry.isEnded, keepsDeadOwners() {
-        entry.slot = kept.count
+        entry.slot = Int32(truncatingIfNeeded: kept.count)
         kept.append(entry)
       } else {
         entry.slot = -1
-        garbage.swept.append(entry)
+        garbage.sweep(entry)
       }
     }
     if kept.count != slots.count || kept.count != live { dropSnapshot(into: &garbage) }

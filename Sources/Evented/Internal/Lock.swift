@@ -165,27 +165,47 @@ final class Condition: @unchecked Sendable {
 /// every source together. A thread inside one never waits for room in a backlog, so
 /// a handler can neither wait for its own source nor close a cycle of waits between
 /// sources.
+///
+/// The depth is a counter allocated once per thread and found through a pthread key
+/// (freed when the thread exits), so entering and leaving cost one key lookup and two
+/// plain writes to memory only the calling thread touches.
 @usableFromInline
 enum DeliveringThread {
   private static let key: pthread_key_t = {
     var key = pthread_key_t()
-    pthread_key_create(&key, nil)
+    pthread_key_create(&key) { depth in free(depth) }
     return key
   }()
 
+  /// The calling thread's depth counter, or nil if it never delivered.
+  private static var existingDepth: UnsafeMutablePointer<Int>? {
+    pthread_getspecific(key)?.assumingMemoryBound(to: Int.self)
+  }
+
   /// Whether the calling thread is delivering for any source, or running a handler.
   @usableFromInline static var isDelivering: Bool {
-    pthread_getspecific(key) != nil
+    guard let depth = existingDepth else { return false }
+    return depth.pointee > 0
   }
 
-  @usableFromInline static func enter() {
-    let depth = Int(bitPattern: pthread_getspecific(key))
-    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth + 1))
+  /// Counts the calling thread as delivering until the matching ``exit(_:)``.
+  ///
+  /// - Returns: the counter to pass to `exit`.
+  @usableFromInline static func enter() -> UnsafeMutablePointer<Int> {
+    if let depth = existingDepth {
+      depth.pointee += 1
+      return depth
+    }
+    let depth = UnsafeMutablePointer<Int>(OpaquePointer(malloc(MemoryLayout<Int>.stride)!))
+    depth.pointee = 1
+    pthread_setspecific(key, depth)
+    return depth
   }
 
-  @usableFromInline static func exit() {
-    let depth = Int(bitPattern: pthread_getspecific(key))
-    pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth - 1))
+  /// Ends what the matching ``enter()`` began.
+  @inlinable @inline(__always)
+  static func exit(_ depth: UnsafeMutablePointer<Int>) {
+    depth.pointee -= 1
   }
 }
 

@@ -103,7 +103,7 @@ extension PropertyProtocol {
     let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
     let link = SourceLink(buffer)
     let anchor = anchor
-    let entry = Entry<Update<Value>>(owner: buffer, target: nil) { owner, update in
+    let entry = OwnedEntry<AnyObject, Update<Value>>(owner: buffer, target: nil) { owner, update in
       withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
     }
     hub.subscribe(buffer, with: entry, replay: replayCurrent)

@@ -10,6 +10,7 @@ extension PropertyProtocol {
   ///
   /// - Note: At most once, even when writes are committed concurrently or from inside
   ///   the handler.
+  @inlinable
   @discardableResult
   public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -39,6 +40,7 @@ extension PropertyProtocol {
   ///
   /// - Important: Keep the returned handle: it owns the subscription, and
   ///   `_ = property.observeOnce { … }` ends at once.
+  @inlinable
   public func observeOnce(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void

@@ -19,10 +19,10 @@ public protocol PropertyProtocol<Value>: Sendable {
 }
 
 extension PropertyProtocol {
-  var hub: Hub<Update<Value>, Value> { readOnly.hub }
+  @usableFromInline var hub: Hub<Update<Value>, Value> { readOnly.hub }
 
   /// What every subscription keeps alive: the node of a derived value, or nil.
-  var anchor: (any AnyObject & Sendable)? { readOnly.derived }
+  @usableFromInline var anchor: (any AnyObject & Sendable)? { readOnly.derived }
 
   /// The number of subscriptions whose owner is alive.
   ///
@@ -45,6 +45,7 @@ extension PropertyProtocol {
   ///   - handler: Called with the owner and each value, never concurrently with itself.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
+  @inlinable
   @discardableResult
   public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -72,6 +73,7 @@ extension PropertyProtocol {
 
   /// Calls `handler` with the current value now, then with every new value, for as
   /// long as the returned subscription is kept.
+  @inlinable
   public func observe(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
@@ -100,6 +102,7 @@ extension PropertyProtocol {
   ///   view.animate(from: change.oldValue, to: change.newValue)
   /// }
   /// ```
+  @inlinable
   @discardableResult
   public func observeChanges<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -126,6 +129,7 @@ extension PropertyProtocol {
 
   /// Calls `handler` with every change from now on, for as long as the returned
   /// subscription is kept.
+  @inlinable
   public func observeChanges(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Change<Value>) -> Void
@@ -155,6 +159,7 @@ extension PropertyProtocol {
   ///
   /// Writes that leave the part equal are not delivered; `\.self` skips equal values
   /// of any `Equatable` property.
+  @inlinable
   @discardableResult
   public func observe<Part: Equatable & Sendable, Owner: AnyObject & Sendable>(
     _ keyPath: KeyPath<Value, Part> & Sendable,
@@ -184,6 +189,7 @@ extension PropertyProtocol {
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
   /// part changes, for as long as the returned subscription is kept.
+  @inlinable
   public func observe<Part: Equatable & Sendable>(
     _ keyPath: KeyPath<Value, Part> & Sendable,
     on delivery: Delivery = .synchronous,
@@ -218,7 +224,7 @@ func replayCurrent<Value>(_ value: borrowing Value) -> Update<Value> {
 extension Update {
   /// The part at `keyPath` if this update should be delivered for it: always for the
   /// replay, otherwise only when the part differs between old and new.
-  func changedPart<Part: Equatable>(_ keyPath: KeyPath<Value, Part>) -> Part? {
+  @usableFromInline func changedPart<Part: Equatable>(_ keyPath: KeyPath<Value, Part>) -> Part? {
     let part = new[keyPath: keyPath]
     if isInitial || old[keyPath: keyPath] != part { return part }
     return nil

@@ -33,16 +33,21 @@
 ///   calling thread, `cancel()` returns without waiting (the handler still never
 ///   starts again).
 public final class Subscription: Hashable, Sendable {
-  let core: SubscriptionCore
-  private let endsOnDeinit: Bool
+  @usableFromInline let core: SubscriptionCore
+
+  /// The handle of `core`; it ends the subscription on deinit if `core` is owned by
+  /// its handle.
+  @usableFromInline init(core: SubscriptionCore) {
+    self.core = core
+  }
 
   init(core: SubscriptionCore, endsOnDeinit: Bool) {
+    core.isOwnedByHandle = endsOnDeinit
     self.core = core
-    self.endsOnDeinit = endsOnDeinit
   }
 
   deinit {
-    if endsOnDeinit { core.cancel() }
+    if core.isOwnedByHandle { core.cancel() }
   }
 
   /// Ends the subscription now. Idempotent; safe after the source is gone.
@@ -56,7 +61,7 @@ public final class Subscription: Hashable, Sendable {
   /// Whether the handler may still be called: not cancelled, not completed (for a
   /// once-only subscription), its owner alive and its source not deinitialized.
   public var isActive: Bool {
-    !core.isEnded && core.owner != nil && core.source != nil
+    !core.isEnded && core.hasOwner && core.source != nil
   }
 
   /// Inserts this subscription into `set`, as Combine's `AnyCancellable` does.

@@ -2,16 +2,21 @@
 //
 // The ownership rule: a subscription lives as long as its owner. With an owner, the
 // entry holds it weakly and passes it strongly to the handler; without one, the
-// returned `Subscription` handle is the owner. Either way the entry only keeps a weak
-// reference, and a handler never runs once its owner's deinit has begun.
+// returned `Subscription` handle owns it: the entry is alive until it ends, and the
+// handle's deinit ends it. A handler never runs once its owner's deinit has begun.
 //
 // A derived source (a `map`, a `combineLatest`, …) is kept alive by its observers: its
 // node is passed as `anchor`, which the handler captures, so the node lives as long as
 // one of its subscriptions does (and the node keeps its own sources alive in turn).
-// Without an anchor nothing but the subscriber's own captures is retained.
+// Without an anchor the user's closure is stored as given, and nothing but its own
+// captures is retained.
+//
+// These paths are inlinable, so that subscribing is specialized for the message type
+// in the caller's module.
 
 extension Hub {
   /// Subscribes a handler owned by `owner`.
+  @inlinable
   func observe<Owner: AnyObject & Sendable>(
     owner: Owner,
     target: DeliveryTarget?,
@@ -20,15 +25,21 @@ extension Hub {
     anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @Sendable (Owner, Message) -> Void
   ) -> Subscription {
-    let entry = Entry<Message>(owner: owner, isOnce: isOnce, target: target) { owner, message in
-      withExtendedLifetime(anchor) { handler(unsafeDowncast(owner, to: Owner.self), message) }
+    let entry: OwnedEntry<Owner, Message>
+    if let anchor {
+      entry = OwnedEntry(owner: owner, isOnce: isOnce, target: target) { owner, message in
+        withExtendedLifetime(anchor) { handler(owner, message) }
+      }
+    } else {
+      entry = OwnedEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry, endsOnDeinit: false)
+    let subscription = Subscription(core: entry)
     subscribe(entry, replay: replay)
     return subscription
   }
 
   /// Subscribes a handler owned by the returned handle.
+  @inlinable
   func observe(
     target: DeliveryTarget?,
     isOnce: Bool = false,
@@ -36,11 +47,15 @@ extension Hub {
     anchor: (any AnyObject & Sendable)? = nil,
     _ handler: @escaping @Sendable (Message) -> Void
   ) -> Subscription {
-    let entry = Entry<Message>(owner: nil, isOnce: isOnce, target: target) { _, message in
-      withExtendedLifetime(anchor) { handler(message) }
+    let entry: HandleEntry<Message>
+    if let anchor {
+      entry = HandleEntry(isOnce: isOnce, target: target) { message in
+        withExtendedLifetime(anchor) { handler(message) }
+      }
+    } else {
+      entry = HandleEntry(isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry, endsOnDeinit: true)
-    entry.owner = subscription
+    let subscription = Subscription(core: entry)
     subscribe(entry, replay: replay)
     return subscription
   }

@@ -26,42 +26,56 @@
 // The word orders every access to `handler`: it is read only between a successful
 // start and the matching finish, and cleared only after the end has seen no runner.
 // `slot` is guarded by the lock of the source the subscription belongs to.
+//
+// One object per subscription besides the user's closure and the returned handle:
+// `OwnedEntry` stores a handler that takes the owner, `HandleEntry` one that does not
+// (its subscription is owned by the handle, whose deinit ends it, so the entry needs
+// no weak reference to it). Both store the closure as given.
 
 import Synchronization
 
-/// Implemented by a source so that a subscription can remove itself from it.
+/// A source that subscriptions refer to (weakly: `isActive` is false once it is gone).
 @usableFromInline
-protocol Detaching: AnyObject, Sendable {
-  /// Removes `core` from the source's list. Takes the source's lock.
-  func detach(_ core: SubscriptionCore)
-}
+protocol Detaching: AnyObject, Sendable {}
 
 /// The type-erased part of one subscription.
 @usableFromInline
 class SubscriptionCore: @unchecked Sendable {
   // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
-  // the top of this file; `slot` is guarded by the source's lock; `owner` and `source`
-  // are weak references written once before the subscription is published.
+  // the top of this file; `slot` is guarded by the source's lock; `owner`, `source` and
+  // `isOwnedByHandle` are written once before the subscription is published (hence
+  // `@exclusivity(unchecked)`: the lock or the publication orders every access).
 
   @usableFromInline static let ended: UInt = 1
   @usableFromInline static let runnerReleases: UInt = 2
 
   @usableFromInline let word = Atomic<UInt>(0)
-  @usableFromInline weak var owner: AnyObject?
-  @usableFromInline weak var source: (any Detaching)?
+  /// The owner, unless the handle owns the subscription.
+  @usableFromInline @exclusivity(unchecked) weak var owner: AnyObject?
+  @usableFromInline @exclusivity(unchecked) weak var source: (any Detaching)?
   /// The index of this subscription in its source's slot list, or -1 once removed.
-  var slot = -1
+  @usableFromInline @exclusivity(unchecked) var slot: Int32 = -1
   /// Ends the subscription just before its first invocation.
   @usableFromInline let isOnce: Bool
+  /// Whether the handle returned by `observe` owns the subscription: it lives until it
+  /// ends, and the handle's deinit ends it. Written once before it is published.
+  @usableFromInline @exclusivity(unchecked) var isOwnedByHandle = false
   /// Where the handler runs; nil runs it inline on the delivering thread.
   @usableFromInline let target: DeliveryTarget?
 
-  init(isOnce: Bool, target: DeliveryTarget?) {
+  @usableFromInline init(isOnce: Bool, target: DeliveryTarget?) {
     self.isOnce = isOnce
     self.target = target
   }
 
   @inlinable var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
+
+  /// Whether the owner is alive (always, for a subscription its handle owns).
+  @inlinable var hasOwner: Bool { isOwnedByHandle || owner != nil }
+
+  /// The object to pass to the handler: the owner, loaded strongly, or this entry for
+  /// a subscription its handle owns; nil once the owner is gone.
+  @inlinable var liveOwner: AnyObject? { isOwnedByHandle ? self : owner }
 
   /// The thread running the handler now, or 0.
   @inlinable var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
@@ -134,45 +148,41 @@ class SubscriptionCore: @unchecked Sendable {
     releaseHandler()
   }
 
-  /// Ends the subscription and removes it from its source.
+  /// Ends the subscription. It stays listed in its source, ended, until the source
+  /// next meets it (a delivery pass, the incremental scan of a subscribe, a sweep),
+  /// which removes it; its handler and captures are released now. Cancelling thus
+  /// takes no lock of the source.
   func cancel() {
     end()
-    source?.detach(self)
   }
 
   /// Drops the handler and its captures. Called exactly once, after the end.
-  func releaseHandler() {}
+  @usableFromInline func releaseHandler() {}
 }
 
-/// One subscription with a handler for `Message`.
+/// One subscription with a handler for `Message`; see `OwnedEntry` and `HandleEntry`.
 @usableFromInline
-final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
-  // @unchecked Sendable: see SubscriptionCore; `handler` is ordered by `word`.
-  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
+class Entry<Message>: SubscriptionCore, @unchecked Sendable {
+  // @unchecked Sendable: see SubscriptionCore; the subclasses' handlers are ordered by
+  // `word`.
 
-  /// Replaced by a no-op when released, so that calling it needs no optional thunk.
-  @usableFromInline @exclusivity(unchecked) var handler: Handler
-
-  @usableFromInline init(owner: AnyObject?, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
-    self.handler = handler
-    super.init(isOnce: isOnce, target: target)
-    self.owner = owner
-  }
-
-  override func releaseHandler() {
-    handler = { _, _ in }
+  /// Calls the handler; `owner` is `liveOwner`.
+  @usableFromInline func invoke(_ owner: AnyObject, _ message: Message) {
+    fatalError("Evented: an entry without a handler")
   }
 
   /// Runs the handler with `message` unless the subscription has ended.
   ///
   /// - Parameter me: `currentThreadID()` of the calling thread.
-  /// - Returns: false if the owner is gone (the subscription should be purged).
+  /// - Returns: false if the subscription has ended or its owner is gone (it should be
+  ///   removed from its source).
   @inlinable @inline(__always)
-  func run(_ message: Message, me: UInt) -> Bool {
-    guard word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged else {
-      return true
+  final func run(_ message: Message, me: UInt) -> Bool {
+    let start = word.compareExchange(expected: 0, desired: me, ordering: .acquiring)
+    guard start.exchanged else {
+      return start.original & Self.ended == 0
     }
-    guard let owner else {
+    guard let owner = liveOwner else {
       finish(me)
       return false
     }
@@ -185,42 +195,84 @@ final class Entry<Message>: SubscriptionCore, @unchecked Sendable {
       finish(me)
       return true
     }
-    let body = handler
-    body(owner, message)
+    invoke(owner, message)
     finish(me)
-    if isOnce { detachFromSource() }
     return true
   }
 
-  @usableFromInline func detachFromSource() {
-    source?.detach(self)
-  }
-
   @inlinable @inline(__always)
-  func finish(_ me: UInt) {
+  final func finish(_ me: UInt) {
     let old = word.wrappingSubtract(me, ordering: .acquiringAndReleasing).oldValue
     if old & (Self.ended | Self.runnerReleases) != 0 { finishEnded(old) }
   }
 
   @usableFromInline @inline(never)
-  func finishEnded(_ old: UInt) {
+  final func finishEnded(_ old: UInt) {
     if old & Self.runnerReleases != 0 { releaseHandler() }
     if old & Self.ended != 0 { WaitRoom.shared.wakeAll() }
   }
 
   /// Delivers `message` inline or submits it to the subscription's queue.
   ///
-  /// - Returns: false if the owner is gone.
+  /// - Returns: false if the subscription has ended or its owner is gone.
   @inlinable @inline(__always)
-  func deliver(_ message: Message, me: UInt) -> Bool where Message: Sendable {
+  final func deliver(_ message: Message, me: UInt) -> Bool where Message: Sendable {
     guard let target else { return run(message, me: me) }
-    if isEnded { return true }
-    if owner == nil { return false }
+    if isEnded { return false }
+    if !hasOwner { return false }
     target.submit {
-      DeliveringThread.enter()
+      let depth = DeliveringThread.enter()
       _ = self.run(message, me: currentThreadID())
-      DeliveringThread.exit()
+      DeliveringThread.exit(depth)
     }
     return true
+  }
+}
+
+/// A subscription whose handler receives its owner, held weakly.
+@usableFromInline
+final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  @usableFromInline typealias Handler = @Sendable (Owner, Message) -> Void
+
+  /// Replaced by a no-op when released, so that calling it needs no optional thunk.
+  @usableFromInline @exclusivity(unchecked) var handler: Handler
+
+  @inlinable init(owner: Owner, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: isOnce, target: target)
+    self.owner = owner
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
+    handler(unsafeDowncast(owner, to: Owner.self), message)
+  }
+
+  @usableFromInline override func releaseHandler() {
+    handler = { _, _ in }
+  }
+}
+
+/// A subscription owned by its handle, whose handler receives only the message.
+@usableFromInline
+final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  @usableFromInline typealias Handler = @Sendable (Message) -> Void
+
+  /// Replaced by a no-op when released.
+  @usableFromInline @exclusivity(unchecked) var handler: Handler
+
+  @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: isOnce, target: target)
+    isOwnedByHandle = true
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
+    handler(message)
+  }
+
+  @usableFromInline override func releaseHandler() {
+    handler = { _ in }
   }
 }
