@@ -51,7 +51,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
 
   init(elements: [Element], assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]) {
-    hub = Hub(elements)
+    hub = Hub.make(elements)
     self.assignment = assignment
   }
 

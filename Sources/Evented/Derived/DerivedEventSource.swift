@@ -13,7 +13,7 @@
 /// The engine of one derived event source.
 @usableFromInline
 final class DerivedEventSource<Event: Sendable>: Sendable {
-  @usableFromInline let hub = Hub<Event, Void>(())
+  @usableFromInline let hub = Hub<Event, Void>.make(())
   /// The node's own subscriptions to its sources.
   @usableFromInline let links = Lock.make([SubscriptionCore]())
   /// The sources, kept alive by the node.

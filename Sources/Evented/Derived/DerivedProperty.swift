@@ -73,7 +73,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   @usableFromInline init(
     initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value
   ) {
-    hub = Hub(initial)
+    hub = Hub.make(initial)
     self.isDuplicate = isDuplicate
     self.compute = compute
   }
@@ -152,7 +152,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
     missing: Value?,
     wrap: @escaping @Sendable (Inner) -> Value
   ) {
-    let id = target.map { ObjectIdentifier($0.hub) }
+    let id = target.map { ObjectIdentifier($0.hub.storage) }
     let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
       if state.isSwitched, state.targetID == id { return nil }
       let previous = (state.inner, state.target)

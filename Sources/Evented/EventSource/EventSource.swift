@@ -36,7 +36,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   ///   thread that is not running a handler or delivering waits until there is room;
   ///   see "Overload" in the guarantees guide.
   public init(backlogLimit: Int = 1_024) {
-    hub = Hub((), backlogLimit: backlogLimit)
+    hub = Hub.make((), backlogLimit: backlogLimit)
   }
 
   /// Delivers `event` to every current subscription.

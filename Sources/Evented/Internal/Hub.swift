@@ -16,31 +16,27 @@
 /// The backlog limit of a source created without one.
 @usableFromInline let defaultBacklogLimit = 1_024
 
-/// One source's subscriptions, its stored value and its delivery queue.
+/// One source's subscriptions, its stored value and its delivery queue: a handle to
+/// one heap object (`HubStorage`) holding `HubState` and the mutex that guards it.
 @usableFromInline
-final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
-  // @unchecked Sendable: every mutable field is in `state`, guarded by its lock;
-  // `room` is used only with that lock.
-  @usableFromInline let state: Lock<HubState<Message, Stored>>
-  /// Where threads wait for room in the backlog or for the delivering role.
-  @usableFromInline let room = Condition()
+struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
+  // @unchecked Sendable: every mutable field is in the state, guarded by the mutex the
+  // storage holds; the waiting room is used only with that mutex.
+  @usableFromInline let storage: HubStorage<Message, Stored>
 
-  init(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) {
+  /// Makes a hub holding `stored`.
+  @usableFromInline static func make(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) -> Hub {
     precondition(backlogLimit >= 1, "Evented: a backlog limit must be at least 1")
-    state = Lock.make(HubState(stored: stored, backlogLimit: backlogLimit))
+    return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
   }
 
-  /// Ends every subscription without waiting, so that deliveries already submitted to
-  /// a queue and not started never run: a source that is gone delivers nothing more.
-  /// A handler running on another thread finishes and then releases itself.
-  deinit {
-    let entries = state.withLock { state in
-      var entries = ContiguousArray<Entry<Message>>()
-      for case let entry? in state.slots { entries.append(entry) }
-      for removal in state.removals.values { entries.append(contentsOf: removal) }
-      return entries
-    }
-    for entry in entries { entry.endSwept() }
+  @usableFromInline init(storage: HubStorage<Message, Stored>) {
+    self.storage = storage
+  }
+
+  /// The state and its lock.
+  @inlinable var state: Lock<HubState<Message, Stored>> {
+    @inline(__always) get { Lock(storage: storage) }
   }
 
   @usableFromInline typealias Locked = UnsafeMutablePointer<HubState<Message, Stored>>
@@ -58,13 +54,14 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   /// delivering for a source or running a handler.
   @usableFromInline func waitForRoom(_ locked: Locked) {
     guard !DeliveringThread.isDelivering else { return }
-    let ticket = locked.pointee.nextRoomTicket
-    locked.pointee.nextRoomTicket &+= 1
+    let room = locked.pointee.waitingRoom()
+    let ticket = room.nextTicket
+    room.nextTicket &+= 1
     locked.pointee.roomWaiters += 1
-    while locked.pointee.servedRoomTicket != ticket || locked.pointee.backlog >= locked.pointee.backlogLimit {
+    while room.servedTicket != ticket || locked.pointee.backlog >= locked.pointee.backlogLimit {
       state.wait(room)
     }
-    locked.pointee.servedRoomTicket &+= 1
+    room.servedTicket &+= 1
     locked.pointee.roomWaiters -= 1
     if locked.pointee.roomWaiters > 0 { room.broadcast() }
   }
@@ -93,7 +90,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
         locked.pointee.heirs -= 1
         locked.pointee.passLength = 0
         let first = locked.pointee.next()
-        if locked.pointee.hasWaiters { room.broadcast() }
+        if locked.pointee.hasWaiters { locked.pointee.room?.broadcast() }
         state.unlock()
         if let first { drain(first) }
         return
@@ -103,7 +100,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
         state.unlock()
         return
       }
-      state.wait(room)
+      state.wait(locked.pointee.waitingRoom())
     }
   }
 
@@ -173,7 +170,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   /// taken from the stored value at the same instant.
   @inlinable
   func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
-    entry.source = self
+    entry.source = storage
     var garbage = Garbage<Message>()
     guard let replay else {
       state.withLock { $0.add(entry, garbage: &garbage) }
@@ -228,7 +225,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
   func takeNext() -> Pending<Message>? {
     let locked = state.lock()
     let next = locked.pointee.next()
-    if locked.pointee.hasWaiters, locked.pointee.shouldWakeWaiters { room.broadcast() }
+    if locked.pointee.hasWaiters, locked.pointee.shouldWakeWaiters { locked.pointee.room?.broadcast() }
     state.unlock()
     return next
   }
@@ -241,7 +238,7 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
     let next = state.withLock { state in
       state.sweep(into: &garbage)
       let next = state.next()
-      if state.hasWaiters, state.shouldWakeWaiters { room.broadcast() }
+      if state.hasWaiters, state.shouldWakeWaiters { state.room?.broadcast() }
       return next
     }
     garbage.dispose()
@@ -273,4 +270,22 @@ final class Hub<Message: Sendable, Stored>: Detaching, @unchecked Sendable {
       delivery = next
     }
   }
+}
+
+/// The heap object of a `Hub`: its state, with the mutex as the tail element.
+@usableFromInline
+final class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Stored>>, Detaching {
+  /// Ends every subscription without waiting, so that deliveries already submitted to
+  /// a queue and not started never run: a source that is gone delivers nothing more.
+  /// A handler running on another thread finishes and then releases itself.
+  deinit {
+    let entries = withLock { state in
+      var entries = ContiguousArray<Entry<Message>>()
+      for case let entry? in state.slots { entries.append(entry) }
+      for removal in state.removals.values { entries.append(contentsOf: removal) }
+      return entries
+    }
+    for entry in entries { entry.endSwept() }
+  }
+
 }

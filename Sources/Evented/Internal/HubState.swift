@@ -18,7 +18,7 @@
 // - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
 //   that may wait: one that is not delivering for any source and not running a handler
 //   waits before committing while the backlog is full, in arrival order
-//   (`nextRoomTicket`, `servedRoomTicket`, `roomWaiters`). Threads inside a handler
+//   (the tickets of `room`, `roomWaiters`). Threads inside a handler
 //   never wait and may exceed the limit.
 // - Hand-off: a deliverer's turn (`passLength`, the messages it delivered) lasts at
 //   most its own message plus `backlogLimit` others when another thread wants the
@@ -103,7 +103,6 @@ struct HubState<Message, Stored> {
   @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
   @usableFromInline var pending: ContiguousArray<Pending<Message>?> = []
   @usableFromInline var pendingHead = 0
-  @usableFromInline var isDelivering = false
   /// The live count found by the last sweep.
   @usableFromInline var liveAtSweep = 0
   /// Where the incremental scan for dead owners continues.
@@ -117,19 +116,30 @@ struct HubState<Message, Stored> {
   @usableFromInline var passLength = 0
   /// Threads waiting to take the delivering role over.
   @usableFromInline var heirs = 0
-  /// The deliverer stepped down; the first heir to wake takes the role.
-  @usableFromInline var handOff = false
   /// Messages ever queued, and ever taken from the queue.
   @usableFromInline var queued: UInt = 0
   @usableFromInline var taken: UInt = 0
-  /// Threads waiting for room in the backlog, served in ticket order.
+  /// Threads waiting for room in the backlog, served in ticket order (the tickets are
+  /// in `room`).
   @usableFromInline var roomWaiters = 0
-  @usableFromInline var nextRoomTicket: UInt = 0
-  @usableFromInline var servedRoomTicket: UInt = 0
+  /// Where threads wait for room in the backlog or for the delivering role; made when
+  /// a thread first has to wait, so that an idle source does not pay for it.
+  @usableFromInline var room: Condition?
+  @usableFromInline var isDelivering = false
+  /// The deliverer stepped down; the first heir to wake takes the role.
+  @usableFromInline var handOff = false
 
   init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
     self.backlogLimit = backlogLimit
+  }
+
+  /// The waiting room, made on first use.
+  @usableFromInline mutating func waitingRoom() -> Condition {
+    if let room { return room }
+    let made = Condition()
+    room = made
+    return made
   }
 
   /// The number of committed messages waiting for the deliverer.

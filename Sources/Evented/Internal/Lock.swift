@@ -67,11 +67,19 @@ struct Lock<State>: @unchecked Sendable {
 
 /// One heap object holding the mutex (as the element) and the state (as the header),
 /// so that reaching the state costs no exclusivity check.
+///
+/// A source's hub is a subclass (with no stored properties of its own), so that a
+/// source's whole engine is one object.
 @usableFromInline
-final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
+class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
   static func make(_ initial: State) -> LockStorage<State> {
-    let buffer = LockStorage<State>.create(minimumCapacity: 1) { _ in initial }
-    let lock = unsafeDowncast(buffer, to: LockStorage<State>.self)
+    make(LockStorage<State>.self, initial)
+  }
+
+  /// Allocates an instance of `type` (this class or a subclass) holding `initial`.
+  static func make<Storage: LockStorage<State>>(_ type: Storage.Type, _ initial: State) -> Storage {
+    let buffer = type.create(minimumCapacity: 1) { _ in initial }
+    let lock = unsafeDowncast(buffer, to: Storage.self)
     lock.withUnsafeMutablePointerToElements { mutex in
       var attributes = pthread_mutexattr_t()
       pthread_mutexattr_init(&attributes)
@@ -87,7 +95,7 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
   }
 
   @inlinable @inline(__always)
-  func withLock<Result, Failure: Error>(
+  final func withLock<Result, Failure: Error>(
     _ body: (inout State) throws(Failure) -> Result
   ) throws(Failure) -> Result {
     let mutex = withUnsafeMutablePointerToElements { $0 }
@@ -98,14 +106,14 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
   }
 
   @inlinable @inline(__always)
-  func lock() -> UnsafeMutablePointer<State> {
+  final func lock() -> UnsafeMutablePointer<State> {
     let status = pthread_mutex_lock(withUnsafeMutablePointerToElements { $0 })
     if status != 0 { lockFailed(status) }
     return withUnsafeMutablePointerToHeader { $0 }
   }
 
   @inlinable @inline(__always)
-  func unlock() {
+  final func unlock() {
     pthread_mutex_unlock(withUnsafeMutablePointerToElements { $0 })
   }
 }
@@ -137,14 +145,18 @@ extension Lock {
   }
 }
 
-/// A pthread condition variable, used with one `Lock`.
+/// A pthread condition variable, used with one `Lock`; a hub's waiting room (see
+/// HubState), allocated when a thread first waits.
 @usableFromInline
 final class Condition: @unchecked Sendable {
   // @unchecked Sendable: the condition variable is used only with the mutex of the
-  // `Lock` it belongs to, which guards what waiters check.
+  // `Lock` it belongs to, which guards what waiters check and the two tickets.
   @usableFromInline let pointer: UnsafeMutablePointer<pthread_cond_t>
+  /// Threads waiting for room in the backlog are served in ticket order.
+  @usableFromInline var nextTicket: UInt = 0
+  @usableFromInline var servedTicket: UInt = 0
 
-  init() {
+  @usableFromInline init() {
     pointer = .allocate(capacity: 1)
     pthread_cond_init(pointer, nil)
   }

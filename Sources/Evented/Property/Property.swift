@@ -35,8 +35,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
+  @usableFromInline
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
-    hub = Hub(value, backlogLimit: backlogLimit)
+    hub = Hub.make(value, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
   }
 
@@ -48,11 +49,13 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///     delivering for this property (1,024 unless given). At the limit, a write or a
   ///     replaying subscribe from a thread that is not running a handler or delivering
   ///     waits until there is room; see "Overload" in the guarantees guide.
+  @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
+  @inlinable
   public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
     self.init(value: wrappedValue, isDuplicate: nil, backlogLimit: backlogLimit)
   }
@@ -161,29 +164,33 @@ public final class Property<Value: Sendable>: PropertyProtocol {
 }
 
 extension Property where Value: Equatable {
-  static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
+  @inlinable static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
 
   /// Creates a property that skips writes equal to the current value.
   ///
   /// - Parameters:
   ///   - value: The initial value.
   ///   - backlogLimit: As for ``init(_:backlogLimit:)``.
+  @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property; with `skipsDuplicates`, writes equal to the current value
   /// notify nobody.
+  @inlinable
   public convenience init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.
+  @inlinable
   public convenience init(wrappedValue: Value, backlogLimit: Int = 1_024) {
     self.init(value: wrappedValue, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property for `@Property(skipsDuplicates: false) var name = value`.
+  @inlinable
   public convenience init(wrappedValue: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
     self.init(
       value: wrappedValue, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)

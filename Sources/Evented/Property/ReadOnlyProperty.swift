@@ -47,7 +47,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
 
   /// A property that always has `value`; observing it delivers `value` once.
   public init(constant value: Value) {
-    self.init(hub: Hub(value))
+    self.init(hub: Hub.make(value))
   }
 
   /// The current value: for a view, the property's latest committed value; for a

@@ -36,7 +36,7 @@ import Synchronization
 
 /// A source that subscriptions refer to (weakly: `isActive` is false once it is gone).
 @usableFromInline
-protocol Detaching: AnyObject, Sendable {}
+protocol Detaching: AnyObject {}
 
 /// The type-erased part of one subscription.
 @usableFromInline
