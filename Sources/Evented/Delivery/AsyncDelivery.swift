@@ -378,10 +378,15 @@ final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @uncheck
   // own lock.
   let buffer: AsyncBuffer<Message>
 
+  /// The actor, held weakly, so that the handle knows when it is gone.
+  weak var source: (any Detaching)?
+
   init(isOnce: Bool, buffer: AsyncBuffer<Message>) {
     self.buffer = buffer
     super.init(isOnce: isOnce, target: nil)
   }
+
+  override var isSourceAlive: Bool { source != nil }
 
   override func cancel() {
     end()

@@ -34,9 +34,9 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     self.storage = storage
   }
 
-  /// The state and its lock.
-  @inlinable var state: Lock<HubState<Message, Stored>> {
-    @inline(__always) get { Lock(storage: storage) }
+  /// The state and its lock (`withLock`, `lock()`, `unlock()`, `wait(_:)`).
+  @inlinable var state: HubStorage<Message, Stored> {
+    @inline(__always) get { storage }
   }
 
   @usableFromInline typealias Locked = UnsafeMutablePointer<HubState<Message, Stored>>
@@ -170,7 +170,6 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// taken from the stored value at the same instant.
   @inlinable
   func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
-    entry.source = storage
     var garbage = Garbage<Message>()
     guard let replay else {
       state.withLock { $0.add(entry, garbage: &garbage) }

@@ -132,14 +132,14 @@ func lockFailed(_ status: Int32) -> Never {
   fatalError("Evented: pthread_mutex_lock failed with error \(status)")
 }
 
-extension Lock {
+extension LockStorage {
   /// Waits on `condition`, releasing the lock meanwhile.
   ///
   /// - Precondition: Called between ``lock()`` and ``unlock()``. Re-check the state
   ///   through the pointer ``lock()`` returned after every wake-up.
   @usableFromInline
-  func wait(_ condition: Condition) {
-    storage.withUnsafeMutablePointerToElements { mutex in
+  final func wait(_ condition: Condition) {
+    withUnsafeMutablePointerToElements { mutex in
       _ = pthread_cond_wait(condition.pointer, mutex)
     }
   }

@@ -61,7 +61,7 @@ public final class Subscription: Hashable, Sendable {
   /// Whether the handler may still be called: not cancelled, not completed (for a
   /// once-only subscription), its owner alive and its source not deinitialized.
   public var isActive: Bool {
-    !core.isEnded && core.hasOwner && core.source != nil
+    !core.isEnded && core.hasOwner && core.isSourceAlive
   }
 
   /// Inserts this subscription into `set`, as Combine's `AnyCancellable` does.

@@ -34,7 +34,8 @@
 
 import Synchronization
 
-/// A source that subscriptions refer to (weakly: `isActive` is false once it is gone).
+/// An actor variant's source, which its subscriptions refer to weakly: `isActive` is
+/// false once it is gone.
 @usableFromInline
 protocol Detaching: AnyObject {}
 
@@ -42,7 +43,7 @@ protocol Detaching: AnyObject {}
 @usableFromInline
 class SubscriptionCore: @unchecked Sendable {
   // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
-  // the top of this file; `slot` is guarded by the source's lock; `owner`, `source` and
+  // the top of this file; `slot` is guarded by the source's lock; `owner` and
   // `isOwnedByHandle` are written once before the subscription is published (hence
   // `@exclusivity(unchecked)`: the lock or the publication orders every access).
 
@@ -52,7 +53,6 @@ class SubscriptionCore: @unchecked Sendable {
   @usableFromInline let word = Atomic<UInt>(0)
   /// The owner, unless the handle owns the subscription.
   @usableFromInline @exclusivity(unchecked) weak var owner: AnyObject?
-  @usableFromInline @exclusivity(unchecked) weak var source: (any Detaching)?
   /// The index of this subscription in its source's slot list, or -1 once removed.
   @usableFromInline @exclusivity(unchecked) var slot: Int32 = -1
   /// Ends the subscription just before its first invocation.
@@ -69,6 +69,12 @@ class SubscriptionCore: @unchecked Sendable {
   }
 
   @inlinable var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
+
+  /// Whether the source is alive. A lock-based source ends every subscription when it
+  /// is deinitialized, so for those `isEnded` says it all (and the source needs no weak
+  /// reference, which would give it a side table that makes every retain slower); an
+  /// actor variant's subscription overrides this.
+  @usableFromInline var isSourceAlive: Bool { true }
 
   /// Whether the owner is alive (always, for a subscription its handle owns).
   @inlinable var hasOwner: Bool { isOwnedByHandle || owner != nil }
