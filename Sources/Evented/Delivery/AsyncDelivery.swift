@@ -331,7 +331,7 @@ struct ActorSink<Message: Sendable>: Sendable {
   /// Whether the subscription's owner is alive and it was not cancelled.
   var isLive: Bool {
     guard let core else { return true }
-    return !core.isEnded && core.owner != nil
+    return !core.isEnded && core.hasOwner
   }
 
   /// Whether the subscription is still live and its consumer still listens.
@@ -380,6 +380,8 @@ final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @uncheck
 
   /// The actor, held weakly, so that the handle knows when it is gone.
   weak var source: (any Detaching)?
+  /// The owner, or the handle for a subscription it owns.
+  weak var owner: AnyObject?
 
   init(isOnce: Bool, buffer: AsyncBuffer<Message>) {
     self.buffer = buffer
@@ -387,6 +389,8 @@ final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @uncheck
   }
 
   override var isSourceAlive: Bool { source != nil }
+
+  override var liveOwner: AnyObject? { owner }
 
   override func cancel() {
     end()

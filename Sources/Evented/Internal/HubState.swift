@@ -69,8 +69,9 @@ struct Garbage<Message> {
   /// The list of a finished `removeAllObservers` call, dropped after unlocking.
   @usableFromInline var finishedRemoval: ContiguousArray<Entry<Message>>?
   /// Removed by a scan or a sweep: already ended, or ownerless; ended without a wait.
-  /// The first is kept apart, so that the common case (one) allocates no array.
+  /// The first two are kept apart, so that a scan (two slots) allocates no array.
   @usableFromInline var sweptFirst: Entry<Message>?
+  @usableFromInline var sweptSecond: Entry<Message>?
   @usableFromInline var swept: [Entry<Message>] = []
   @usableFromInline var owners: [AnyObject] = []
   /// Owners loaded by the incremental scan, released after unlocking.
@@ -80,7 +81,13 @@ struct Garbage<Message> {
 
   /// Keeps a removed subscription to end after unlocking.
   @inlinable mutating func sweep(_ entry: Entry<Message>) {
-    if sweptFirst == nil { sweptFirst = entry } else { swept.append(entry) }
+    if sweptFirst == nil {
+      sweptFirst = entry
+    } else if sweptSecond == nil {
+      sweptSecond = entry
+    } else {
+      swept.append(entry)
+    }
   }
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
@@ -91,6 +98,7 @@ struct Garbage<Message> {
     for entry in removed where entry.runner == 0 { entry.end() }
     for entry in removed { entry.end() }
     sweptFirst?.endSwept()
+    sweptSecond?.endSwept()
     for entry in swept { entry.endSwept() }
   }
 }
@@ -230,7 +238,6 @@ struct HubState<Message, Stored> {
   /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
   @inlinable mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
     if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage) }
-    entry.slot = Int32(truncatingIfNeeded: slots.count)
     slots.append(entry)
     live += 1
     dropSnapshot(into: &garbage)
@@ -248,7 +255,7 @@ struct HubState<Message, Stored> {
       scanCursor += 1
       guard let entry = slots[index] else { continue }
       if entry.isOwnedByHandle, !entry.isEnded { continue }
-      if !entry.isEnded, let owner = entry.owner {
+      if !entry.isEnded, let owner = entry.liveOwner {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
       }
@@ -262,7 +269,6 @@ struct HubState<Message, Stored> {
   @inlinable mutating func vacate(_ index: Int, into garbage: inout Garbage<Message>) {
     guard let entry = slots[index] else { return }
     slots[index] = nil
-    entry.slot = -1
     live -= 1
     garbage.sweep(entry)
     dropSnapshot(into: &garbage)
@@ -286,7 +292,6 @@ struct HubState<Message, Stored> {
     var taken = ContiguousArray<Entry<Message>>()
     taken.reserveCapacity(live)
     for case let entry? in slots {
-      entry.slot = -1
       taken.append(entry)
     }
     for other in removals.values { garbage.removed.append(contentsOf: other) }
@@ -309,27 +314,33 @@ struct HubState<Message, Stored> {
   ///
   /// - Complexity: O(n) in the number of slots.
   @inlinable mutating func sweep(into garbage: inout Garbage<Message>) {
-    var kept = ContiguousArray<Entry<Message>?>()
-    kept.reserveCapacity(live)
-    for case let entry? in slots {
-      if entry.isOwnedByHandle, !entry.isEnded {
-        entry.slot = Int32(truncatingIfNeeded: kept.count)
-        kept.append(entry)
-      } else if !entry.isEnded, let owner = entry.owner {
+    // Compacts in place: kept subscriptions move down by swapping, so nothing is
+    // retained or released for them and no new array is made.
+    var kept = 0
+    for index in slots.indices {
+      guard let entry = slots[index] else { continue }
+      let keep: Bool
+      if entry.isOwnedByHandle {
+        keep = !entry.isEnded
+      } else if !entry.isEnded, let owner = entry.liveOwner {
         garbage.owners.append(owner)
-        entry.slot = Int32(truncatingIfNeeded: kept.count)
-        kept.append(entry)
-      } else if !entry.isEnded, keepsDeadOwners() {
-        entry.slot = Int32(truncatingIfNeeded: kept.count)
-        kept.append(entry)
+        keep = true
       } else {
-        entry.slot = -1
+        keep = !entry.isEnded && keepsDeadOwners()
+      }
+      if keep {
+        if kept != index { slots.swapAt(kept, index) }
+        kept += 1
+      } else {
+        slots[index] = nil
         garbage.sweep(entry)
       }
     }
-    if kept.count != slots.count || kept.count != live { dropSnapshot(into: &garbage) }
-    slots = kept
-    live = kept.count
+    if kept != slots.count || kept != live { dropSnapshot(into: &garbage) }
+    slots.removeLast(slots.count - kept)
+    live = kept
     liveAtSweep = live
+    if scanCursor > kept { scanCursor = 0 }
   }
+
 }

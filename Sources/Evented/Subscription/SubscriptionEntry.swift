@@ -43,18 +43,13 @@ protocol Detaching: AnyObject {}
 @usableFromInline
 class SubscriptionCore: @unchecked Sendable {
   // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
-  // the top of this file; `slot` is guarded by the source's lock; `owner` and
-  // `isOwnedByHandle` are written once before the subscription is published (hence
+  // the top of this file; `isOwnedByHandle` is written once before the subscription is published (hence
   // `@exclusivity(unchecked)`: the lock or the publication orders every access).
 
   @usableFromInline static let ended: UInt = 1
   @usableFromInline static let runnerReleases: UInt = 2
 
   @usableFromInline let word = Atomic<UInt>(0)
-  /// The owner, unless the handle owns the subscription.
-  @usableFromInline @exclusivity(unchecked) weak var owner: AnyObject?
-  /// The index of this subscription in its source's slot list, or -1 once removed.
-  @usableFromInline @exclusivity(unchecked) var slot: Int32 = -1
   /// Ends the subscription just before its first invocation.
   @usableFromInline let isOnce: Bool
   /// Whether the handle returned by `observe` owns the subscription: it lives until it
@@ -77,11 +72,12 @@ class SubscriptionCore: @unchecked Sendable {
   @usableFromInline var isSourceAlive: Bool { true }
 
   /// Whether the owner is alive (always, for a subscription its handle owns).
-  @inlinable var hasOwner: Bool { isOwnedByHandle || owner != nil }
+  @inlinable var hasOwner: Bool { liveOwner != nil }
 
-  /// The object to pass to the handler: the owner, loaded strongly, or this entry for
-  /// a subscription its handle owns; nil once the owner is gone.
-  @inlinable var liveOwner: AnyObject? { isOwnedByHandle ? self : owner }
+  /// The object to pass to the handler: the owner, loaded strongly (a subclass that
+  /// has one overrides this), or this object for a subscription its handle owns; nil
+  /// once the owner is gone.
+  @usableFromInline var liveOwner: AnyObject? { self }
 
   /// The thread running the handler now, or 0.
   @inlinable var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
@@ -243,12 +239,16 @@ final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Se
 
   /// Replaced by a no-op when released, so that calling it needs no optional thunk.
   @usableFromInline @exclusivity(unchecked) var handler: Handler
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
 
   @inlinable init(owner: Owner, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
     super.init(isOnce: isOnce, target: target)
     self.owner = owner
   }
+
+  @usableFromInline override var liveOwner: AnyObject? { owner }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
     handler(unsafeDowncast(owner, to: Owner.self), message)
