@@ -260,7 +260,15 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       var foundGone = false
       switch delivery {
       case .all(let message, let entries):
-        for entry in entries where !entry.deliver(message, me: me) { foundGone = true }
+        // The snapshot keeps every entry alive for the pass: visit them unretained.
+        entries.withUnsafeBufferPointer { entries in
+          for entry in entries {
+            let delivered = Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef {
+              $0.deliver(message, me: me)
+            }
+            if !delivered { foundGone = true }
+          }
+        }
       case .one(let message, let entry):
         if !entry.deliver(message, me: me) { foundGone = true }
       }

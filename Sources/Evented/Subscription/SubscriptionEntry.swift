@@ -54,7 +54,7 @@ class SubscriptionCore: @unchecked Sendable {
   @usableFromInline let isOnce: Bool
   /// Whether the handle returned by `observe` owns the subscription: it lives until it
   /// ends, and the handle's deinit ends it. Written once before it is published.
-  @usableFromInline @exclusivity(unchecked) var isOwnedByHandle = false
+  @usableFromInline @exclusivity(unchecked) final var isOwnedByHandle = false
   /// Where the handler runs; nil runs it inline on the delivering thread.
   @usableFromInline let target: DeliveryTarget?
 
@@ -184,10 +184,18 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard start.exchanged else {
       return start.original & Self.ended == 0
     }
+    // A subscription its handle owns passes itself, without a weak load or a retain.
+    if isOwnedByHandle { return invokeStarted(self, message, me: me) }
     guard let owner = liveOwner else {
       finish(me)
       return false
     }
+    return invokeStarted(owner, message, me: me)
+  }
+
+  /// Runs the handler of a started subscription, then finishes.
+  @inlinable @inline(__always)
+  final func invokeStarted(_ owner: AnyObject, _ message: Message, me: UInt) -> Bool {
     if isOnce,
       !word.compareExchange(
         expected: me, desired: me | Self.ended | Self.runnerReleases, ordering: .acquiringAndReleasing
