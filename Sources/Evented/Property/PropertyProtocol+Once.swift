@@ -17,9 +17,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), isOnce: true, anchor: anchor) { owner, update in
-      handler(owner, update.new)
-    }
+    hub.observeValues(owner: owner, target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -45,9 +43,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), isOnce: true, anchor: anchor) { update in
-      handler(update.new)
-    }
+    hub.observeValues(target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if

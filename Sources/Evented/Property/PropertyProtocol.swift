@@ -52,10 +52,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) {
-      owner, update in
-      handler(owner, update.new)
-    }
+    hub.observeValues(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -78,9 +75,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) { update in
-      handler(update.new)
-    }
+    hub.observeValues(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with

@@ -60,6 +60,51 @@ extension Hub {
     return subscription
   }
 
+  /// Subscribes a handler of a property's new values, owned by `owner`.
+  @inlinable
+  func observeValues<Owner: AnyObject & Sendable, Value: Sendable>(
+    owner: Owner,
+    target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
+    _ handler: @escaping @Sendable (Owner, Value) -> Void
+  ) -> Subscription where Message == Update<Value> {
+    let entry: OwnedValueEntry<Owner, Value>
+    if let anchor {
+      entry = OwnedValueEntry(owner: owner, isOnce: isOnce, target: target) { owner, value in
+        withExtendedLifetime(anchor) { handler(owner, value) }
+      }
+    } else {
+      entry = OwnedValueEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
+    }
+    let subscription = Subscription(core: entry)
+    subscribe(entry, replay: replay)
+    return subscription
+  }
+
+  /// Subscribes a handler of a property's new values, owned by the returned handle.
+  @inlinable
+  func observeValues<Value: Sendable>(
+    target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing Stored) -> Message)? = nil,
+    anchor: (any AnyObject & Sendable)? = nil,
+    _ handler: @escaping @Sendable (Value) -> Void
+  ) -> Subscription where Message == Update<Value> {
+    let entry: HandleValueEntry<Value>
+    if let anchor {
+      entry = HandleValueEntry(isOnce: isOnce, target: target) { value in
+        withExtendedLifetime(anchor) { handler(value) }
+      }
+    } else {
+      entry = HandleValueEntry(isOnce: isOnce, target: target, handler: handler)
+    }
+    let subscription = Subscription(core: entry)
+    subscribe(entry, replay: replay)
+    return subscription
+  }
+
   /// Subscribes a main-actor handler owned by `owner`, delivered on the main queue.
   func observeOnMain<Owner: AnyObject & Sendable>(
     owner: Owner,

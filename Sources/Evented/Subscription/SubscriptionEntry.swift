@@ -290,3 +290,54 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
     handler = { _ in }
   }
 }
+
+/// A property subscription whose handler receives its owner and the new value: the
+/// user's closure stored as given, without a closure that unwraps the update.
+@usableFromInline
+final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
+  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  @usableFromInline typealias Handler = @Sendable (Owner, Value) -> Void
+
+  @usableFromInline @exclusivity(unchecked) var handler: Handler
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
+
+  @inlinable init(owner: Owner, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: isOnce, target: target)
+    self.owner = owner
+  }
+
+  @usableFromInline override var liveOwner: AnyObject? { owner }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
+    handler(unsafeDowncast(owner, to: Owner.self), message.new)
+  }
+
+  @usableFromInline override func releaseHandler() {
+    handler = { _, _ in }
+  }
+}
+
+/// A property subscription owned by its handle, whose handler receives the new value.
+@usableFromInline
+final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
+  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  @usableFromInline typealias Handler = @Sendable (Value) -> Void
+
+  @usableFromInline @exclusivity(unchecked) var handler: Handler
+
+  @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: isOnce, target: target)
+    isOwnedByHandle = true
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
+    handler(message.new)
+  }
+
+  @usableFromInline override func releaseHandler() {
+    handler = { _ in }
+  }
+}
