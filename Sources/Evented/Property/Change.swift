@@ -28,8 +28,10 @@ extension Change: Hashable where Value: Hashable {}
 /// to a new subscription (`isInitial`, with `old` equal to `new`).
 @usableFromInline
 struct Update<Value: Sendable>: Sendable {
-  @usableFromInline let old: Value
+  // `new` comes first: at offset 0 it is reached without the type's metadata, which
+  // the unspecialized handler call of a property subscription would otherwise look up.
   @usableFromInline let new: Value
+  @usableFromInline let old: Value
   @usableFromInline let isInitial: Bool
 
   @inlinable init(old: Value, new: Value, isInitial: Bool) {
