@@ -116,7 +116,109 @@ func stackPaths<Value: Generational>(of _: Value.Type) -> [StackPath] {
   ]
 }
 
+/// The most copies of a value that any path keeps on the stack at once (the stated
+/// rule), and the room allowed on top of them for the frames themselves.
+let mostCopiesOnTheStack = 12
+let roomForFrames = 64 << 10
+
+/// Runs every path of `paths` on a stack of `stackSize` bytes and checks that none
+/// keeps more than ``mostCopiesOnTheStack`` copies of a value of `valueSize` bytes.
+/// Thread Sanitizer makes every frame larger: under it the paths run on the same
+/// stacks, but the copies are not counted.
+func expectPathsRunOnASmallStack(
+  _ paths: [StackPath], stackSize: Int, valueSize: Int, sourceLocation: SourceLocation = #_sourceLocation
+) {
+  for path in paths {
+    // A path that needs more than `stackSize` stops the test process here.
+    let used = stackUsed(onStackOf: stackSize, by: path.run)
+    if !isThreadSanitized {
+      #expect(
+        used <= mostCopiesOnTheStack * valueSize + roomForFrames,
+        "\(path.name): \(used / 1024) KB of stack, \(used / valueSize) copies of the value",
+        sourceLocation: sourceLocation)
+    }
+  }
+}
+
+/// The paths whose names start with one of `prefixes`.
+func paths(_ all: [StackPath], _ prefixes: String...) -> [StackPath] {
+  all.filter { path in prefixes.contains { path.name.hasPrefix($0) } }
+}
+
 @Suite struct LargeValueTests {
+  @Test func aLargeValueIsWrittenModifiedAndMutatedInPlaceOnASmallStack() {
+    expectPathsRunOnASmallStack(
+      paths(stackPaths(of: LargeValue.self), "make", "write", "modify", "mutation", "property wrapper"),
+      stackSize: 1 << 20, valueSize: MemoryLayout<LargeValue>.size)
+  }
+
+  @Test func aLargeValueIsObservedAndDeliveredOnASmallStack() {
+    expectPathsRunOnASmallStack(
+      paths(stackPaths(of: LargeValue.self), "observe", "write, synchronous", "queue", "events"),
+      stackSize: 1 << 20, valueSize: MemoryLayout<LargeValue>.size)
+  }
+
+  @Test func asyncSequencesOfLargeValuesAreFedOnASmallStack() {
+    expectPathsRunOnASmallStack(
+      paths(stackPaths(of: LargeValue.self), "values", "events"),
+      stackSize: 1 << 20, valueSize: MemoryLayout<LargeValue>.size)
+  }
+
+  @Test func derivedLargeValuesAndArraysOfThemAreDeliveredOnASmallStack() {
+    expectPathsRunOnASmallStack(
+      paths(stackPaths(of: LargeValue.self), "map", "ArrayProperty"),
+      stackSize: 1 << 20, valueSize: MemoryLayout<LargeValue>.size)
+  }
+
+  @Test func sixteenKilobyteValuesTakeEveryPathOnTheStackOfASecondaryThread() {
+    expectPathsRunOnASmallStack(
+      stackPaths(of: MediumValue.self), stackSize: 512 << 10, valueSize: MemoryLayout<MediumValue>.size)
+  }
+
+  @Test func largeValuesAreDeliveredWholeAndInCommitOrder() {
+    let property = Property(LargeValue(0))
+    let changes = Monitor<[String]>([])
+    let subscription = property.observeChanges { change in
+      let last = change.newValue.payload.3.parts.7.parts.15.words.15
+      changes.withLock { $0.append("\(change.oldValue.generation)>\(change.newValue.generation):\(last)") }
+      if change.newValue.generation == 1 { property.value = LargeValue(2) }
+    }
+    property.value = LargeValue(1)
+    property.value = LargeValue(2)  // a duplicate: skipped
+    property.modify { $0.generation = 3 }
+    property.value.generation += 1
+    #expect(throws: CancellationError.self) {
+      try property.modify { value throws(CancellationError) in
+        value.generation = 9
+        throw CancellationError()
+      }
+    }
+    #expect(changes.withLock { $0 } == ["0>1:1", "1>2:2", "2>3:2", "3>4:2"])
+    #expect(property.value.generation == 4)
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func largeEventsAndReplaysReachEverySubscriber() async {
+    let source = EventSource<LargeValue>()
+    let received = Monitor<[Int]>([])
+    let first = source.observe { event in received.withLock { $0.append(event.generation) } }
+    let second = source.observe { event in received.withLock { $0.append(10 + event.generation) } }
+    let events = source.events()
+    source.send(LargeValue(1))
+    #expect(received.withLock { $0 } == [1, 11])
+    var iterator = events.makeAsyncIterator()
+    #expect(await iterator.next()?.generation == 1)
+
+    let property = Property(LargeValue(5))
+    let derived = property.map { $0.generation * 2 }
+    let replayed = Monitor<[Int]>([])
+    let third = property.observe { value in replayed.withLock { $0.append(value.generation) } }
+    let fourth = derived.observe { value in replayed.withLock { $0.append(value) } }
+    property.value = LargeValue(6)
+    #expect(replayed.withLock { $0 }.sorted() == [5, 6, 10, 12])
+    withExtendedLifetime((first, second, third, fourth)) {}
+  }
+
   /// Prints how much stack each path takes (run with EVENTED_STACK_FIGURES=1).
   @Test(.enabled(if: ProcessInfo.processInfo.environment["EVENTED_STACK_FIGURES"] != nil))
   func stackFiguresOfEveryPath() {
