@@ -66,10 +66,28 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     if locked.pointee.roomWaiters > 0 { room.broadcast() }
   }
 
+  /// Whether messages are put in a `Parcel` as soon as they are made (see HubState).
+  /// A constant in specialized code.
+  @inlinable static var hasLargeMessages: Bool { MemoryLayout<Message>.size > largeMessageSize }
+
   /// Carries out `start` after a commit: unlocks, then delivers, or waits to take the
   /// delivering role over.
   @inlinable @inline(__always)
-  func proceed(_ locked: Locked, _ start: consuming Start<Message>) {
+  func proceed(_ locked: Locked, _ start: consuming Start<Pending<Message>>) {
+    switch consume start {
+    case .none, .queued:
+      state.unlock()
+    case .deliver(let first):
+      state.unlock()
+      drain(first)
+    case .heir(let ticket):
+      waitForTurn(locked, ticket)
+    }
+  }
+
+  /// Carries out `start` after the commit of a parcel, as the other `proceed`.
+  @inlinable @inline(__always)
+  func proceed(_ locked: Locked, _ start: consuming Start<Parcel<Message>>) {
     switch consume start {
     case .none, .queued:
       state.unlock()
@@ -107,8 +125,38 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// Commits `message` to the current subscriptions and delivers it.
   @inlinable @inline(__always)
   func send(_ message: Message) {
+    // Two functions, so that neither keeps room for the other's temporaries.
+    if Self.hasLargeMessages {
+      send(large: message)
+    } else {
+      send(inline: message)
+    }
+  }
+
+  /// Commits the small `message` to the current subscriptions and delivers it.
+  @inlinable @inline(__always)
+  func send(inline message: Message) {
     let locked = lockForCommit()
     proceed(locked, locked.pointee.commit(message))
+  }
+
+  /// Commits the large `message` to the current subscriptions, in a parcel, and
+  /// delivers it.
+  @usableFromInline func send(large message: Message) {
+    send(parcel: Self.parcel(message))
+  }
+
+  /// Commits the large message in `parcel` to the current subscriptions and delivers it.
+  @usableFromInline func send(parcel: Parcel<Message>) {
+    let locked = lockForCommit()
+    proceed(locked, locked.pointee.commit(parcel))
+  }
+
+  /// `message` in a parcel. Not inlined, so that the temporaries of making it are off
+  /// the stack before it is delivered.
+  @usableFromInline @inline(never)
+  static func parcel(_ message: Message) -> Parcel<Message> {
+    Parcel(message)
   }
 
   /// Runs `body` on the stored value under the lock; delivers the message it returns.
@@ -132,6 +180,29 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       return outcome.0
     }
     proceed(locked, locked.pointee.commit(message))
+    return outcome.0
+  }
+
+  /// Runs `body` on the stored value under the lock, as ``commit(_:)`` does, for a large
+  /// message: `body` returns its message in a parcel, and whether to commit it. The
+  /// parcel is released after unlocking, committed or not.
+  @inlinable
+  func commitParcel<Result, Failure: Error>(
+    _ body: (inout Stored) throws(Failure) -> (Result, Parcel<Message>?, commits: Bool)
+  ) throws(Failure) -> Result {
+    let locked = lockForCommit()
+    let outcome: (Result, Parcel<Message>?, commits: Bool)
+    do throws(Failure) {
+      outcome = try body(&locked.pointee.stored)
+    } catch {
+      state.unlock()
+      throw error
+    }
+    guard outcome.commits, let parcel = outcome.1 else {
+      state.unlock()
+      return outcome.0
+    }
+    proceed(locked, locked.pointee.commit(parcel))
     return outcome.0
   }
 
@@ -176,11 +247,43 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       garbage.dispose()
       return
     }
+    // Two functions, so that neither keeps room for the other's temporaries.
+    if Self.hasLargeMessages {
+      subscribe(entry, largeReplay: replay, garbage: &garbage)
+    } else {
+      subscribe(entry, inlineReplay: replay, garbage: &garbage)
+    }
+    garbage.dispose()
+  }
+
+  /// Subscribes with a replay whose message is small: it is delivered inline.
+  @inlinable @inline(never)
+  func subscribe(
+    _ entry: Entry<Message>, inlineReplay replay: (borrowing Stored) -> Message, garbage: inout Garbage<Message>
+  ) {
     let locked = lockForCommit()
     locked.pointee.add(entry, garbage: &garbage)
     let start = locked.pointee.start(.one(replay(locked.pointee.stored), entry))
     proceed(locked, start)
-    garbage.dispose()
+  }
+
+  /// Subscribes with a replay whose message is large: it is made in a parcel.
+  @inlinable @inline(never)
+  func subscribe(
+    _ entry: Entry<Message>, largeReplay replay: (borrowing Stored) -> Message, garbage: inout Garbage<Message>
+  ) {
+    let locked = lockForCommit()
+    locked.pointee.add(entry, garbage: &garbage)
+    let parcel = Self.parcel(replay, locked.pointee.stored)
+    parcel.recipients = .one(entry)
+    proceed(locked, locked.pointee.start(parcel))
+  }
+
+  /// The message `replay` makes of `stored`, in a parcel. Not inlined, so that the
+  /// temporaries of making it are off the stack before it is delivered.
+  @inlinable @inline(never)
+  static func parcel(_ replay: (borrowing Stored) -> Message, _ stored: borrowing Stored) -> Parcel<Message> {
+    Parcel(replay(stored))
   }
 
   /// Ends and removes every subscription; also ends, and waits for, those that a
@@ -221,7 +324,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   /// Takes the next queued delivery, or stops delivering (or hands the role over).
   @inlinable @inline(__always)
-  func takeNext() -> Pending<Message>? {
+  func takeNext() -> Parcel<Message>? {
     let locked = state.lock()
     let next = locked.pointee.next()
     if locked.pointee.hasWaiters, locked.pointee.shouldWakeWaiters { locked.pointee.room?.broadcast() }
@@ -232,7 +335,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// ``takeNext()`` after a pass that met an ended or ownerless subscription: sweeps
   /// first, and ends what it removed after unlocking.
   @inlinable @inline(never)
-  func sweepAndTakeNext() -> Pending<Message>? {
+  func sweepAndTakeNext() -> Parcel<Message>? {
     var garbage = Garbage<Message>()
     let next = state.withLock { state in
       state.sweep(into: &garbage)
@@ -254,27 +357,31 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     let me = currentThreadID()
     let depth = DeliveringThread.enter()
     defer { DeliveringThread.exit(depth) }
-    var delivery = first
+    let live = first.deliver(me: me)
+    drainQueue(me: me, foundGone: !live)
+  }
+
+  /// Delivers the parcel `first`, then every delivery queued meanwhile, as the other
+  /// `drain`.
+  @inlinable
+  func drain(_ first: Parcel<Message>) {
+    let me = currentThreadID()
+    let depth = DeliveringThread.enter()
+    defer { DeliveringThread.exit(depth) }
+    let live = first.deliver(me: me)
+    drainQueue(me: me, foundGone: !live)
+  }
+
+  /// Delivers the queued deliveries until the queue is empty or the role is handed
+  /// over. Called by the deliverer after its first delivery; `foundGone` tells whether
+  /// that delivery met a subscription that ended or lost its owner.
+  @inlinable
+  func drainQueue(me: UInt, foundGone: Bool) {
+    var foundGone = foundGone
     while true {
-      // Whether a subscription of this pass has ended or lost its owner.
-      var foundGone = false
-      switch delivery {
-      case .all(let message, let entries):
-        // The snapshot keeps every entry alive for the pass: visit them unretained.
-        entries.withUnsafeBufferPointer { entries in
-          for entry in entries {
-            let delivered = Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef {
-              $0.deliver(message, me: me)
-            }
-            if !delivered { foundGone = true }
-          }
-        }
-      case .one(let message, let entry):
-        if !entry.deliver(message, me: me) { foundGone = true }
-      }
       let next = foundGone ? sweepAndTakeNext() : takeNext()
       guard let next else { return }
-      delivery = next
+      foundGone = !next.deliver(me: me)
     }
   }
 }

@@ -14,7 +14,12 @@
 //   delivering thread can iterate it without the lock.
 // - `pending` is the FIFO of committed deliveries that wait for the delivering thread
 //   (`isDelivering`): a send or write made while another delivery pass runs is
-//   committed at once and queued here, with the snapshot of its commit.
+//   committed at once and queued here, with the snapshot of its commit, in a `Parcel`
+//   on the heap.
+// - Large messages: a message of more than `largeMessageSize` bytes is put in a
+//   `Parcel` when it is made, and only the reference travels: through the commit, the
+//   queue and the delivery. A `Pending` or `Start` that held it inline would cost a
+//   copy of it on the stack in every frame it passes through.
 // - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
 //   that may wait: one that is not delivering for any source and not running a handler
 //   waits before committing while the backlog is full, in arrival order
@@ -36,24 +41,112 @@
 // subscriptions, replaced snapshots and owners loaded to test liveness are moved into
 // a `Garbage` that the caller drops after unlocking.
 
-/// A committed delivery that has not run yet.
+/// A committed delivery that has not run yet, held inline (a small message).
 @usableFromInline
 enum Pending<Message> {
   /// To every subscription of the snapshot taken at commit time.
   case all(Message, ContiguousArray<Entry<Message>>)
   /// To one new subscription only (a property's current value).
   case one(Message, Entry<Message>)
+
+  /// Delivers the message to its recipients.
+  ///
+  /// - Returns: false if a recipient has ended or its owner is gone.
+  @inlinable @inline(__always)
+  func deliver(me: UInt) -> Bool where Message: Sendable {
+    switch self {
+    case .all(let message, let entries):
+      return entries.deliverEach { $0.deliver(message, me: me) }
+    case .one(let message, let entry):
+      return entry.deliver(message, me: me)
+    }
+  }
+}
+
+extension ContiguousArray {
+  /// Calls `deliver` with each element of a snapshot, unretained (the snapshot keeps
+  /// them alive for the pass).
+  ///
+  /// - Returns: false if any call returned false.
+  @inlinable @inline(__always)
+  func deliverEach<Message>(_ deliver: (Entry<Message>) -> Bool) -> Bool where Element == Entry<Message> {
+    var allLive = true
+    withUnsafeBufferPointer { entries in
+      for entry in entries where !Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef(deliver) {
+        allLive = false
+      }
+    }
+    return allLive
+  }
+}
+
+/// Whom a delivery in a `Parcel` is for.
+@usableFromInline
+enum Recipients<Message> {
+  /// Not committed (yet): nobody.
+  case none
+  /// Every subscription of the snapshot taken at commit time.
+  case all(ContiguousArray<Entry<Message>>)
+  /// One new subscription only (a property's current value).
+  case one(Entry<Message>)
+}
+
+/// Messages larger than this many bytes are put in a `Parcel` as soon as they are made.
+@usableFromInline let largeMessageSize = 1_024
+
+/// A delivery on the heap: a queued one, or one whose message is large.
+///
+/// The message is set when the parcel is made; the recipients when it is committed,
+/// under the hub's lock, through which the parcel then passes to the delivering thread.
+@usableFromInline
+final class Parcel<Message> {
+  /// The message. A constant, so that it is passed on in place, never copied out.
+  @usableFromInline let message: Message
+  @usableFromInline var recipients: Recipients<Message> = .none
+
+  @inlinable init(_ message: consuming Message) {
+    self.message = message
+  }
+
+  @inlinable convenience init(_ delivery: consuming Pending<Message>) {
+    switch consume delivery {
+    case .all(let message, let entries):
+      self.init(message)
+      recipients = .all(entries)
+    case .one(let message, let entry):
+      self.init(message)
+      recipients = .one(entry)
+    }
+  }
+
+  /// Delivers the message to its recipients.
+  ///
+  /// - Returns: false if the owner of a recipient is gone.
+  @inlinable func deliver(me: UInt) -> Bool where Message: Sendable {
+    switch recipients {
+    case .none: return true
+    case .all(let entries): return entries.deliverEach { deliver(to: $0, me: me) }
+    case .one(let entry): return deliver(to: entry, me: me)
+    }
+  }
+
+  /// Delivers the message to `entry`. Not inlined, so that the room a delivery takes
+  /// on the stack is taken once, not once per place that delivers.
+  @inlinable @inline(never)
+  func deliver(to entry: Entry<Message>, me: UInt) -> Bool where Message: Sendable {
+    entry.deliver(message, me: me)
+  }
 }
 
 /// What a committing thread does after its commit.
 @usableFromInline
-enum Start<Message> {
+enum Start<Delivery> {
   /// Nothing to deliver.
   case none
   /// Queued for the thread delivering now.
   case queued
   /// This thread is the deliverer now: deliver this, then the queue.
-  case deliver(Pending<Message>)
+  case deliver(Delivery)
   /// Queued; the deliverer is past its turn: wait to take the role over, until the
   /// message with this ticket has been taken.
   case heir(UInt)
@@ -109,7 +202,7 @@ struct HubState<Message, Stored> {
   @usableFromInline var slots: ContiguousArray<Entry<Message>?> = []
   @usableFromInline var live = 0
   @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
-  @usableFromInline var pending: ContiguousArray<Pending<Message>?> = []
+  @usableFromInline var pending: ContiguousArray<Parcel<Message>?> = []
   @usableFromInline var pendingHead = 0
   /// The live count found by the last sweep.
   @usableFromInline var liveAtSweep = 0
@@ -181,30 +274,52 @@ struct HubState<Message, Stored> {
   ///
   /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
   ///   another thread is delivering (then it is queued for that thread).
-  @inlinable mutating func commit(_ message: Message) -> Start<Message> {
+  @inlinable mutating func commit(_ message: Message) -> Start<Pending<Message>> {
     guard live > 0 else { return .none }
     return start(.all(message, currentSnapshot()))
   }
 
+  /// Commits the large message in `parcel` to every current subscription.
+  @inlinable mutating func commit(_ parcel: Parcel<Message>) -> Start<Parcel<Message>> {
+    guard live > 0 else { return .none }
+    parcel.recipients = .all(currentSnapshot())
+    return start(parcel)
+  }
+
   /// Runs `delivery` now if nobody is delivering, else queues it.
-  @inlinable mutating func start(_ delivery: Pending<Message>) -> Start<Message> {
+  @inlinable mutating func start(_ delivery: Pending<Message>) -> Start<Pending<Message>> {
     if isDelivering {
-      pending.append(delivery)
-      queued &+= 1
-      if passLength > backlogLimit, !DeliveringThread.isDelivering {
-        heirs += 1
-        return .heir(queued)
-      }
-      return .queued
+      return enqueue(Parcel(delivery))
     }
     isDelivering = true
     passLength = 1
     return .deliver(delivery)
   }
 
+  /// Runs the delivery in `parcel` now if nobody is delivering, else queues it.
+  @inlinable mutating func start(_ parcel: Parcel<Message>) -> Start<Parcel<Message>> {
+    if isDelivering {
+      return enqueue(parcel)
+    }
+    isDelivering = true
+    passLength = 1
+    return .deliver(parcel)
+  }
+
+  /// Queues `parcel` for the thread delivering now.
+  @inlinable mutating func enqueue<Delivery>(_ parcel: Parcel<Message>) -> Start<Delivery> {
+    pending.append(parcel)
+    queued &+= 1
+    if passLength > backlogLimit, !DeliveringThread.isDelivering {
+      heirs += 1
+      return .heir(queued)
+    }
+    return .queued
+  }
+
   /// The next queued delivery, or nil after marking delivery finished or handing the
   /// role to an heir.
-  @inlinable mutating func next() -> Pending<Message>? {
+  @inlinable mutating func next() -> Parcel<Message>? {
     guard pendingHead < pending.count else {
       isDelivering = false
       return nil
