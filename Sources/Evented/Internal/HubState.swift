@@ -56,27 +56,18 @@ enum Pending<Message> {
   func deliver(me: UInt) -> Bool where Message: Sendable {
     switch self {
     case .all(let message, let entries):
-      return entries.deliverEach { $0.deliver(message, me: me) }
+      // The snapshot keeps every entry alive for the pass: visit them unretained.
+      var allLive = true
+      entries.withUnsafeBufferPointer { entries in
+        for entry in entries {
+          let live = Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef { $0.deliver(message, me: me) }
+          if !live { allLive = false }
+        }
+      }
+      return allLive
     case .one(let message, let entry):
       return entry.deliver(message, me: me)
     }
-  }
-}
-
-extension ContiguousArray {
-  /// Calls `deliver` with each element of a snapshot, unretained (the snapshot keeps
-  /// them alive for the pass).
-  ///
-  /// - Returns: false if any call returned false.
-  @inlinable @inline(__always)
-  func deliverEach<Message>(_ deliver: (Entry<Message>) -> Bool) -> Bool where Element == Entry<Message> {
-    var allLive = true
-    withUnsafeBufferPointer { entries in
-      for entry in entries where !Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef(deliver) {
-        allLive = false
-      }
-    }
-    return allLive
   }
 }
 
@@ -125,7 +116,10 @@ final class Parcel<Message> {
   @inlinable func deliver(me: UInt) -> Bool where Message: Sendable {
     switch recipients {
     case .none: return true
-    case .all(let entries): return entries.deliverEach { deliver(to: $0, me: me) }
+    case .all(let entries):
+      var allLive = true
+      for entry in entries where !deliver(to: entry, me: me) { allLive = false }
+      return allLive
     case .one(let entry): return deliver(to: entry, me: me)
     }
   }
