@@ -332,13 +332,14 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     return next
   }
 
-  /// ``takeNext()`` after a pass that met an ended or ownerless subscription: sweeps
-  /// first, and ends what it removed after unlocking.
+  /// ``takeNext()`` after a pass that met an ended or ownerless subscription (the pass
+  /// ended the ownerless ones): removes the ended subscriptions first, and releases
+  /// them after unlocking.
   @inlinable @inline(never)
   func sweepAndTakeNext() -> Parcel<Message>? {
     var garbage = Garbage<Message>()
     let next = state.withLock { state in
-      state.sweep(into: &garbage)
+      state.removeEnded(into: &garbage)
       let next = state.next()
       if state.hasWaiters, state.shouldWakeWaiters { state.room?.broadcast() }
       return next

@@ -423,21 +423,34 @@ struct HubState<Message, Stored> {
   ///
   /// - Complexity: O(n) in the number of slots.
   @inlinable mutating func sweep(into garbage: inout Garbage<Message>) {
-    // Compacts in place: kept subscriptions move down by swapping, so nothing is
-    // retained or released for them and no new array is made.
+    compact(into: &garbage) { entry, garbage in
+      if entry.isOwnedByHandle { return !entry.isEnded }
+      if !entry.isEnded, let owner = entry.liveOwner {
+        garbage.owners.append(owner)
+        return true
+      }
+      return !entry.isEnded && keepsDeadOwners()
+    }
+  }
+
+  /// Drops tombstones and the subscriptions that ended, without looking at owners:
+  /// after a delivery pass, which ends the subscriptions whose owner it found gone.
+  ///
+  /// - Complexity: O(n) in the number of slots.
+  @inlinable mutating func removeEnded(into garbage: inout Garbage<Message>) {
+    compact(into: &garbage) { entry, _ in !entry.isEnded }
+  }
+
+  /// Keeps the subscriptions for which `keep` is true, in order, and moves the others
+  /// into `garbage`. Compacts in place: kept subscriptions move down by swapping, so
+  /// nothing is retained or released for them and no new array is made.
+  @inlinable mutating func compact(
+    into garbage: inout Garbage<Message>, keeping keep: (Entry<Message>, inout Garbage<Message>) -> Bool
+  ) {
     var kept = 0
     for index in slots.indices {
       guard let entry = slots[index] else { continue }
-      let keep: Bool
-      if entry.isOwnedByHandle {
-        keep = !entry.isEnded
-      } else if !entry.isEnded, let owner = entry.liveOwner {
-        garbage.owners.append(owner)
-        keep = true
-      } else {
-        keep = !entry.isEnded && keepsDeadOwners()
-      }
-      if keep {
+      if keep(entry, &garbage) {
         if kept != index { slots.swapAt(kept, index) }
         kept += 1
       } else {

@@ -188,9 +188,18 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     if isOwnedByHandle { return invokeStarted(self, message, me: me) }
     guard let owner = liveOwner else {
       finish(me)
+      ownerIsGone()
       return false
     }
     return invokeStarted(owner, message, me: me)
+  }
+
+  /// Ends a subscription whose owner a delivery found gone, releasing its handler
+  /// here, outside every lock; the source then removes it with the ended ones, without
+  /// loading every owner again.
+  @usableFromInline @inline(never)
+  final func ownerIsGone() {
+    if !keepsDeadOwners() { endSwept() }
   }
 
   /// Runs the handler of a started subscription, then finishes.
