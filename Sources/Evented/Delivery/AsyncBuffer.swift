@@ -197,17 +197,25 @@ struct AsyncBufferState<Element> {
 }
 
 /// A first-in first-out queue in a power-of-two ring.
+@usableFromInline
 struct Ring<Element> {
-  private var storage = ContiguousArray<Element?>()
-  private var head = 0
-  private(set) var count = 0
+  @usableFromInline var storage = ContiguousArray<Element?>()
+  @usableFromInline var head = 0
+  @usableFromInline var count = 0
 
+  @inlinable init() {}
+
+  /// How many elements fit before the storage grows.
+  @inlinable var capacity: Int { storage.count }
+
+  @inlinable
   mutating func append(_ element: Element) {
     if count == storage.count { grow() }
     storage[(head &+ count) & (storage.count &- 1)] = element
     count &+= 1
   }
 
+  @inlinable
   mutating func removeFirst() -> Element? {
     guard count > 0 else { return nil }
     let element = storage[head].take()
@@ -223,7 +231,8 @@ struct Ring<Element> {
     return taken
   }
 
-  private mutating func grow() {
+  @inlinable
+  mutating func grow() {
     let capacity = Swift.max(1, storage.count * 2)
     var fresh = ContiguousArray<Element?>(repeating: nil, count: capacity)
     for offset in 0..<count {
