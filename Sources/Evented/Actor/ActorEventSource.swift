@@ -41,15 +41,14 @@
 ///   async handler. Sequences and handler tasks do not keep the source alive:
 ///   when it is deinitialized, its sequences finish and its handler tasks end.
 public actor ActorEventSource<Event: Sendable> {
-  private var sinks = ContiguousArray<ActorSink<Event>>()
-  /// Where the incremental scan for ended subscriptions continues.
-  private var scanCursor = 0
+  // Touched only on the actor, never twice at once: no exclusivity check needed.
+  @exclusivity(unchecked) @usableFromInline var sinks = ActorSinks<Event>()
 
   /// Creates a source with no subscriptions.
   public init() {}
 
   deinit {
-    for sink in sinks { sink.sourceEnded() }
+    sinks.sourceEnded()
   }
 
   /// Delivers `event` to every current subscription.
@@ -58,15 +57,9 @@ public actor ActorEventSource<Event: Sendable> {
   /// `for await` loops receive it afterwards, in their own tasks.
   ///
   /// - Complexity: O(n) in the number of subscriptions.
-  public func send(_ event: Event) {
-    var kept = 0
-    for index in sinks.indices {
-      let sink = sinks[index]
-      guard sink.push(event) else { continue }
-      if kept != index { sinks[kept] = sink }
-      kept += 1
-    }
-    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
+  @inlinable
+  public final func send(_ event: Event) {
+    sinks.push(event)
   }
 
   /// The events sent from now on, as an asynchronous sequence.
@@ -80,7 +73,7 @@ public actor ActorEventSource<Event: Sendable> {
   ///   and none sent before.
   public func events(bufferingPolicy: BufferingPolicy = .unbounded) -> AsyncEvents<Event> {
     let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
-    add(ActorSink(buffer: buffer, core: nil))
+    add(ActorSink(stream: buffer))
     return AsyncEvents(buffer: buffer)
   }
 
@@ -89,7 +82,7 @@ public actor ActorEventSource<Event: Sendable> {
   ///
   /// - Complexity: O(n): ended subscriptions are removed first.
   public var observerCount: Int {
-    sweep()
+    sinks.sweep()
     return sinks.count
   }
 
@@ -146,9 +139,7 @@ public actor ActorEventSource<Event: Sendable> {
   /// Ends every subscription of this source: sequences finish, handlers are not
   /// started again (one already running may finish).
   public func removeAllObservers() {
-    let removed = sinks
-    sinks = []
-    for sink in removed { sink.finish() }
+    sinks.finishAll()
   }
 
   private func subscribe(
@@ -156,28 +147,15 @@ public actor ActorEventSource<Event: Sendable> {
     isOnce: Bool,
     _ handler: @escaping @Sendable (AnyObject, Event) async -> Void
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, isOnce: isOnce, handler)
-    add(sink)
+    let (handler, subscription) = ActorHandler<Event>.make(source: self, owner: owner, isOnce: isOnce, handler)
+    add(ActorSink(handler: handler))
     return subscription
   }
 
   private func add(_ sink: ActorSink<Event>) {
-    sinks.scanNext(from: &scanCursor)
-    if sinks.count >= 32, sinks.count.nonzeroBitCount == 1 { sweep() }
+    sinks.scanNext()
+    if ActorSinks<Event>.shouldSweep(count: sinks.count) { sinks.sweep() }
     sinks.append(sink)
-  }
-
-  private func sweep() {
-    var kept = ContiguousArray<ActorSink<Event>>()
-    kept.reserveCapacity(sinks.count)
-    for sink in sinks {
-      if sink.isOpen {
-        kept.append(sink)
-      } else {
-        sink.finish()
-      }
-    }
-    sinks = kept
   }
 }
 

@@ -1,131 +1,238 @@
-// Handler subscriptions of the actor variants: each runs its handler in a task that
-// takes messages from the subscription's buffer one at a time.
+// Handler subscriptions of the actor variants.
+//
+// Each subscription keeps its undelivered messages in a queue of its own and runs its
+// handler in a task that drains that queue. The task exists only while there is
+// something to deliver: the push that finds the subscription idle starts it, and it
+// ends when it finds the queue empty. An idle subscription therefore holds no task.
+//
+// `state` (guarded by its lock) holds the queue, the handler and the phase:
+//
+//   idle       no task; a push queues its message, becomes `draining` and starts one
+//   draining   one task runs: it takes the whole queue (swapping in its own emptied
+//              one, so that steady delivery allocates nothing), delivers it message by
+//              message, and takes again; finding the queue empty it goes back to idle.
+//              A push only queues.
+//   closed     ended (cancel, owner gone, once-delivery, sweep): pushes are refused;
+//              the queue and the handler were taken out and released after unlocking
+//
+// There is at most one task per subscription at any time (only the push that leaves
+// `idle` starts one, and a task leaves `draining` only in its last locked step, after
+// its last delivery has returned), so one subscription's deliveries keep their order
+// and never overlap. Before each delivery the task marks the handler as started in the
+// subscription's state word, an atomic step that fails once `cancel()` has ended the
+// subscription: no delivery starts after `cancel()` returns.
+//
+// When the source is deinitialized, a draining task delivers what is queued and then
+// releases the handler; an idle subscription releases it at once.
 
-/// One subscription of an actor variant: its buffer, held weakly so that dropping a
-/// sequence ends it, and, for a handler subscription, the core that its `Subscription`
-/// handle cancels (the core keeps the buffer alive for the handler's task).
-struct ActorSink<Message: Sendable>: Sendable {
-  weak let buffer: AsyncBuffer<Message>?
-  let core: SubscriptionCore?
+/// An actor variant's handler subscription: its queue, its handler, and the task that
+/// drains the queue while it has messages.
+@usableFromInline
+final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
+  // @unchecked Sendable: as SubscriptionCore; the queue, the handler and the phase are
+  // in `state`, guarded by its lock; `priority` is immutable.
+  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) async -> Void
 
-  init(buffer: AsyncBuffer<Message>, core: SubscriptionCore?) {
-    self.buffer = buffer
-    self.core = core
-  }
+  @usableFromInline let state: Lock<ActorHandlerState<Message>>
+  /// The priority of the task that subscribed, given to every draining task.
+  @usableFromInline let priority: TaskPriority
 
-  /// Passes `message` on, or finishes the buffer of a subscription that has ended.
+  /// Makes a handler subscription and its handle.
   ///
-  /// - Returns: false if the subscription is over and should be removed.
-  @inline(__always)
-  func push(_ message: Message) -> Bool {
-    guard let buffer else { return false }
-    if !isLive {
-      buffer.finish()
-      return false
-    }
-    return buffer.push(message)
+  /// - Parameters:
+  ///   - source: The actor, held weakly, so that the handle knows when it is gone.
+  ///   - owner: Held weakly; nil makes the returned handle the owner.
+  static func make(
+    source: any Detaching,
+    owner: (any AnyObject & Sendable)?,
+    isOnce: Bool,
+    _ handler: @escaping Handler
+  ) -> (ActorHandler<Message>, Subscription) {
+    let core = ActorHandler(isOnce: isOnce, handler: handler)
+    core.source = source
+    let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
+    core.owner = owner ?? subscription
+    return (core, subscription)
   }
 
-  /// Whether the subscription's owner is alive and it was not cancelled.
-  var isLive: Bool {
-    guard let core else { return true }
-    return !core.isEnded && core.owner != nil
-  }
-
-  /// Whether the subscription is still live and its consumer still listens.
-  var isOpen: Bool {
-    guard let buffer else { return false }
-    return isLive && buffer.isOpen
-  }
-
-  /// Ends the subscription: the consumer gets nil, a handler is not started again.
-  func finish() {
-    core?.end()
-    buffer?.finish()
-  }
-
-  /// Tells the consumer that the source is gone.
-  func sourceEnded() {
-    buffer?.sourceEnded()
-  }
-}
-
-extension ContiguousArray {
-  /// Checks the next two sinks from `cursor` (wrapping around) and removes those whose
-  /// subscription ended or whose owner is gone, finishing them so that their handler
-  /// tasks end and release what the handlers captured. Every subscribe of an actor
-  /// variant calls it, so a dead owner's subscription is found within half as many
-  /// subscribes as there are subscriptions, even without a send.
-  mutating func scanNext<Message>(from cursor: inout Int) where Element == ActorSink<Message> {
-    for _ in 0..<2 {
-      guard !isEmpty else { return }
-      if cursor >= count { cursor = 0 }
-      if self[cursor].isOpen {
-        cursor += 1
-      } else {
-        remove(at: cursor).finish()
-      }
-    }
-  }
-}
-
-/// The core of an actor variant's handler subscription: `cancel()` ends the buffer,
-/// which ends the task that runs the handler.
-final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
-  // @unchecked Sendable: as SubscriptionCore; `buffer` is immutable and guarded by its
-  // own lock.
-  let buffer: AsyncBuffer<Message>
-
-  init(isOnce: Bool, buffer: AsyncBuffer<Message>) {
-    self.buffer = buffer
+  private init(isOnce: Bool, handler: @escaping Handler) {
+    state = Lock.make(ActorHandlerState(handler: handler))
+    priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
   }
 
-  override func cancel() {
-    end()
-    buffer.finish()
+  /// Whether the subscription was not ended and its owner is alive.
+  var isLive: Bool {
+    !isEnded && owner != nil
   }
-}
 
-/// Makes a handler subscription for an actor variant: a task that takes each message
-/// from a new unbounded buffer and awaits `handler` with it, one at a time.
-///
-/// - Parameters:
-///   - source: The actor, held weakly, so that the handle knows when it is gone.
-///   - owner: Held weakly; nil makes the returned handle the owner.
-/// - Returns: The sink to register with the source (after any replay is pushed into
-///   it) and the handle.
-func makeHandlerSubscription<Message: Sendable>(
-  source: any Detaching,
-  owner: (any AnyObject & Sendable)?,
-  isOnce: Bool = false,
-  _ handler: @escaping @Sendable (AnyObject, Message) async -> Void
-) -> (ActorSink<Message>, Subscription) {
-  let buffer = AsyncBuffer<Message>(policy: .unbounded)
-  let core = ActorSubscriptionCore(isOnce: isOnce, buffer: buffer)
-  core.source = source
-  let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
-  core.owner = owner ?? subscription
-  Task { await runHandler(core, handler) }
-  return (ActorSink(buffer: buffer, core: core), subscription)
-}
-
-private func runHandler<Message: Sendable>(
-  _ core: ActorSubscriptionCore<Message>,
-  _ handler: @Sendable (AnyObject, Message) async -> Void
-) async {
-  while let message = await core.buffer.next(isolation: nil) {
-    // Starting is one atomic step with respect to cancel(): once cancel() has returned,
-    // this fails, so no handler starts after it.
-    guard core.startAsync() else { break }
-    guard let owner = core.owner else {
-      core.finishAsync()
-      break
+  /// Queues `message` and starts the draining task if none runs.
+  ///
+  /// - Returns: false if the subscription is over and should be removed.
+  @inlinable @inline(__always)
+  func push(_ message: Message) -> Bool {
+    if isEnded || owner == nil { return false }
+    switch state.withLock({ $0.push(message) }) {
+    case .queued: return true
+    case .refused: return false
+    case .start:
+      startDraining()
+      return true
     }
-    if core.isOnce { core.end() }
-    await handler(owner, message)
-    core.finishAsync()
-    if core.isOnce { break }
   }
-  core.buffer.finish()
+
+  @inlinable
+  func startDraining() {
+    Task.detached(priority: priority) { await self.drain() }
+  }
+
+  /// Delivers the queue until it is empty or the subscription ends.
+  @inlinable
+  func drain() async {
+    var batch = Ring<Message>()
+    var mayStop = false
+    while true {
+      let handler: Handler
+      switch state.withLock({ $0.take(into: &batch, mayStop: mayStop) }) {
+      case .deliver(let taken):
+        handler = taken
+        mayStop = false
+      case .linger:
+        mayStop = true
+        await Task.yield()
+        continue
+      case .stop(let released):
+        _ = released
+        return
+      }
+      while let message = batch.removeFirst() {
+        guard markStarted() else {
+          finish()
+          return
+        }
+        guard let owner else {
+          markReturned()
+          finish()
+          return
+        }
+        if isOnce { end() }
+        await handler(owner, message)
+        markReturned()
+        if isOnce {
+          finish()
+          return
+        }
+      }
+    }
+  }
+
+  /// Marks the handler as started, unless the subscription has ended.
+  ///
+  /// - Returns: false if it has ended: the handler must not start.
+  @usableFromInline
+  func markStarted() -> Bool {
+    startAsync()
+  }
+
+  /// Marks the handler started by ``markStarted()`` as returned.
+  @usableFromInline
+  func markReturned() {
+    finishAsync()
+  }
+
+  /// Ends the subscription: refuses further messages and releases the queue and the
+  /// handler (outside the lock). A delivery already started may still be running.
+  @usableFromInline
+  func finish() {
+    end()
+    let released = state.withLock { $0.close() }
+    _ = released
+  }
+
+  override func cancel() {
+    finish()
+  }
+
+  /// The source is gone: an idle subscription releases its handler now, a draining one
+  /// after delivering what is queued.
+  func sourceEnded() {
+    let released = state.withLock { $0.endSource() }
+    _ = released
+  }
+}
+
+/// What a push did.
+@usableFromInline
+enum ActorPush {
+  /// Queued for the task that is draining.
+  case queued
+  /// Queued; the caller must start a draining task.
+  case start
+  /// The subscription is closed.
+  case refused
+}
+
+/// What a draining task does next.
+@usableFromInline
+enum ActorTake<Handler> {
+  /// Delivers the batch it took with this handler.
+  case deliver(Handler)
+  /// Nothing queued: yields once, then takes again.
+  case linger
+  /// Ends; releases `release` (if any) after unlocking.
+  case stop(release: Handler?)
+}
+
+/// The state of one `ActorHandler`, guarded by its lock.
+@usableFromInline
+struct ActorHandlerState<Message: Sendable> {
+  @usableFromInline typealias Handler = ActorHandler<Message>.Handler
+
+  @usableFromInline var queue = Ring<Message>()
+  /// Nil once closed, or once the source is gone and the queue delivered.
+  @usableFromInline var handler: Handler?
+  @usableFromInline var isDraining = false
+  @usableFromInline var isSourceEnded = false
+
+  init(handler: @escaping Handler) {
+    self.handler = handler
+  }
+
+  @inlinable
+  mutating func push(_ message: Message) -> ActorPush {
+    guard handler != nil else { return .refused }
+    queue.append(message)
+    if isDraining { return .queued }
+    isDraining = true
+    return .start
+  }
+
+  /// Swaps the queue with the draining task's empty `batch`.
+  ///
+  /// - Returns: The handler to deliver the batch with; or, if there is nothing to
+  ///   deliver, that the task ends (the state is idle again, or closed), with the
+  ///   handler to release after unlocking if the source is gone.
+  @inlinable
+  mutating func take(into batch: inout Ring<Message>, mayStop: Bool) -> ActorTake<Handler> {
+    guard let handler, queue.count > 0 else {
+      if !mayStop, handler != nil { return .linger }
+      isDraining = false
+      // Both are empty: keep the larger storage for the next pushes.
+      if handler != nil, batch.capacity > queue.capacity { swap(&queue, &batch) }
+      return .stop(release: isSourceEnded ? self.handler.take() : nil)
+    }
+    swap(&queue, &batch)
+    return .deliver(handler)
+  }
+
+  /// - Returns: What to release after unlocking.
+  mutating func close() -> (Handler?, Ring<Message>) {
+    (handler.take(), queue.take())
+  }
+
+  /// - Returns: What to release after unlocking.
+  mutating func endSource() -> Handler? {
+    isSourceEnded = true
+    return isDraining ? nil : handler.take()
+  }
 }

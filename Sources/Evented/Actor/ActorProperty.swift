@@ -49,16 +49,17 @@
 ///   when it is deinitialized, its sequences finish and its handler tasks end.
 public actor ActorProperty<Value: Sendable> {
   /// The current value: the latest committed one.
-  public private(set) var value: Value
-  private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  private var valueSinks = ContiguousArray<ActorSink<Value>>()
-  private var updateSinks = ContiguousArray<ActorSink<Update<Value>>>()
-  /// Where the incremental scans for ended subscriptions continue.
-  private var valueScanCursor = 0
-  private var updateScanCursor = 0
+  public var value: Value { current }
+  @usableFromInline var current: Value
+  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  // Touched only on the actor, never twice at once: no exclusivity check needed.
+  /// The sequences (`values`).
+  @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
+  /// The handler subscriptions.
+  @exclusivity(unchecked) @usableFromInline var updateSinks = ActorSinks<Update<Value>>()
 
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
-    self.value = value
+    self.current = value
     self.isDuplicate = isDuplicate
   }
 
@@ -68,13 +69,14 @@ public actor ActorProperty<Value: Sendable> {
   }
 
   deinit {
-    for sink in valueSinks { sink.sourceEnded() }
-    for sink in updateSinks { sink.sourceEnded() }
+    valueSinks.sourceEnded()
+    updateSinks.sourceEnded()
   }
 
   /// Sets the value and notifies the subscriptions, unless duplicates are skipped and
   /// `newValue` equals the current value.
-  public func setValue(_ newValue: Value) {
+  @inlinable
+  public final func setValue(_ newValue: Value) {
     commit(newValue)
   }
 
@@ -114,7 +116,7 @@ public actor ActorProperty<Value: Sendable> {
     let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
     buffer.push(value)
     sweepIfGrown()
-    valueSinks.append(ActorSink(buffer: buffer, core: nil))
+    valueSinks.append(ActorSink(stream: buffer))
     return AsyncValues(buffer: buffer)
   }
 
@@ -123,8 +125,8 @@ public actor ActorProperty<Value: Sendable> {
   ///
   /// - Complexity: O(n): ended subscriptions are removed first.
   public var observerCount: Int {
-    Self.sweep(&valueSinks)
-    Self.sweep(&updateSinks)
+    valueSinks.sweep()
+    updateSinks.sweep()
     return valueSinks.count + updateSinks.count
   }
 
@@ -202,12 +204,13 @@ public actor ActorProperty<Value: Sendable> {
     }
   }
 
-  private func commit(_ newValue: Value) {
-    if let isDuplicate, isDuplicate(value, newValue) { return }
-    let old = value
-    value = newValue
-    Self.push(newValue, to: &valueSinks)
-    if !updateSinks.isEmpty { Self.push(Update(old: old, new: newValue, isInitial: false), to: &updateSinks) }
+  @inlinable
+  final func commit(_ newValue: Value) {
+    if let isDuplicate, isDuplicate(current, newValue) { return }
+    let old = current
+    current = newValue
+    valueSinks.push(newValue)
+    if updateSinks.count != 0 { updateSinks.push(Update(old: old, new: newValue, isInitial: false)) }
   }
 
   private func subscribe(
@@ -215,45 +218,20 @@ public actor ActorProperty<Value: Sendable> {
     replays: Bool,
     _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, handler)
-    if replays { _ = sink.push(Update(old: value, new: value, isInitial: true)) }
+    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: false, handler)
+    if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
-    updateSinks.append(sink)
+    updateSinks.append(ActorSink(handler: core))
     return subscription
   }
 
   private func sweepIfGrown() {
-    valueSinks.scanNext(from: &valueScanCursor)
-    updateSinks.scanNext(from: &updateScanCursor)
-    let count = valueSinks.count + updateSinks.count
-    if count >= 32, count.nonzeroBitCount == 1 {
-      Self.sweep(&valueSinks)
-      Self.sweep(&updateSinks)
+    valueSinks.scanNext()
+    updateSinks.scanNext()
+    if ActorSinks<Value>.shouldSweep(count: valueSinks.count + updateSinks.count) {
+      valueSinks.sweep()
+      updateSinks.sweep()
     }
-  }
-
-  private static func push<Message>(_ message: Message, to sinks: inout ContiguousArray<ActorSink<Message>>) {
-    var kept = 0
-    for index in sinks.indices {
-      let sink = sinks[index]
-      guard sink.push(message) else { continue }
-      if kept != index { sinks[kept] = sink }
-      kept += 1
-    }
-    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
-  }
-
-  private static func sweep<Message>(_ sinks: inout ContiguousArray<ActorSink<Message>>) {
-    var kept = ContiguousArray<ActorSink<Message>>()
-    kept.reserveCapacity(sinks.count)
-    for sink in sinks {
-      if sink.isOpen {
-        kept.append(sink)
-      } else {
-        sink.finish()
-      }
-    }
-    sinks = kept
   }
 }
 
