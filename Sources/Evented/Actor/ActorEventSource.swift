@@ -104,17 +104,18 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, isOnce: false) { owner, event in
-      await handler(unsafeDowncast(owner, to: Owner.self), event)
-    }
+    subscribe(
+      owner: owner, isOnce: false,
+      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
   }
 
   /// Awaits `handler` with every event from now on, for as long as the returned
   /// subscription is kept.
   ///
   /// - Returns: The owner of the subscription: it ends when this handle is released.
-  public func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
-    subscribe(owner: nil, isOnce: false) { _, event in await handler(event) }
+  @inlinable
+  public final func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
+    subscribe(owner: nil, isOnce: false, .plain(handler))
   }
 
   /// Awaits `handler` with the next event only, if `owner` is still alive then.
@@ -125,15 +126,15 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, isOnce: true) { owner, event in
-      await handler(unsafeDowncast(owner, to: Owner.self), event)
-    }
+    subscribe(
+      owner: owner, isOnce: true,
+      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
   }
 
   /// Awaits `handler` with the next event only, if the returned subscription is still
   /// kept then.
   public func observeOnce(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
-    subscribe(owner: nil, isOnce: true) { _, event in await handler(event) }
+    subscribe(owner: nil, isOnce: true, .plain(handler))
   }
 
   /// Ends every subscription of this source: sequences finish, handlers are not
@@ -142,17 +143,19 @@ public actor ActorEventSource<Event: Sendable> {
     sinks.finishAll()
   }
 
-  private func subscribe(
+  @inlinable
+  final func subscribe(
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
-    _ handler: @escaping @Sendable (AnyObject, Event) async -> Void
+    _ handler: ActorHandlerBody<Event>
   ) -> Subscription {
     let (handler, subscription) = ActorHandler<Event>.make(source: self, owner: owner, isOnce: isOnce, handler)
     add(ActorSink(handler: handler))
     return subscription
   }
 
-  private func add(_ sink: ActorSink<Event>) {
+  @inlinable
+  final func add(_ sink: ActorSink<Event>) {
     sinks.scanNext()
     if ActorSinks<Event>.shouldSweep(count: sinks.count) { sinks.sweep() }
     sinks.append(sink)

@@ -31,7 +31,7 @@
 final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
   // @unchecked Sendable: as SubscriptionCore; the queue, the handler and the phase are
   // in `state`, guarded by its lock; `priority` is immutable.
-  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) async -> Void
+  @usableFromInline typealias Handler = ActorHandlerBody<Message>
 
   @usableFromInline let state: Lock<ActorHandlerState<Message>>
   /// The priority of the task that subscribed, given to every draining task.
@@ -42,11 +42,12 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// - Parameters:
   ///   - source: The actor, held weakly, so that the handle knows when it is gone.
   ///   - owner: Held weakly; nil makes the returned handle the owner.
+  @usableFromInline
   static func make(
     source: any Detaching,
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
-    _ handler: @escaping Handler
+    _ handler: Handler
   ) -> (ActorHandler<Message>, Subscription) {
     let core = ActorHandler(isOnce: isOnce, handler: handler)
     core.source = source
@@ -55,7 +56,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     return (core, subscription)
   }
 
-  private init(isOnce: Bool, handler: @escaping Handler) {
+  private init(isOnce: Bool, handler: Handler) {
     state = Lock.make(ActorHandlerState(handler: handler))
     priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
@@ -161,6 +162,22 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   }
 }
 
+/// A handler as the user gave it: with the owner, or with the message alone (no
+/// wrapping closure, hence one allocation and one call fewer).
+@usableFromInline
+enum ActorHandlerBody<Message: Sendable>: Sendable {
+  case owned(@Sendable (AnyObject, Message) async -> Void)
+  case plain(@Sendable (Message) async -> Void)
+
+  @inlinable
+  func callAsFunction(_ owner: AnyObject, _ message: Message) async {
+    switch self {
+    case .owned(let body): await body(owner, message)
+    case .plain(let body): await body(message)
+    }
+  }
+}
+
 /// What a push did.
 @usableFromInline
 enum ActorPush {
@@ -194,7 +211,7 @@ struct ActorHandlerState<Message: Sendable> {
   @usableFromInline var isDraining = false
   @usableFromInline var isSourceEnded = false
 
-  init(handler: @escaping Handler) {
+  init(handler: Handler) {
     self.handler = handler
   }
 

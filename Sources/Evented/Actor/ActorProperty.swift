@@ -218,7 +218,8 @@ public actor ActorProperty<Value: Sendable> {
     replays: Bool,
     _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
   ) -> Subscription {
-    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: false, handler)
+    let (core, subscription) = ActorHandler<Update<Value>>.make(
+      source: self, owner: owner, isOnce: false, .owned(handler))
     if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))

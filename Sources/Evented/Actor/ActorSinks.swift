@@ -22,6 +22,7 @@ struct ActorSink<Message: Sendable>: Sendable {
     self.handler = nil
   }
 
+  @usableFromInline
   init(handler: ActorHandler<Message>) {
     self.stream = nil
     self.handler = handler
@@ -102,12 +103,14 @@ struct ActorSinks<Message: Sendable>: Sendable {
   }
 
   /// Adds a subscription at the end.
+  @inlinable
   mutating func append(_ sink: ActorSink<Message>) {
     items.append(sink)
   }
 
   /// Checks the next two subscriptions from the cursor (wrapping around), removing and
   /// finishing those that ended, so that their handlers' captures are released.
+  @usableFromInline
   mutating func scanNext() {
     for _ in 0..<2 {
       guard !items.isEmpty else { return }
@@ -123,6 +126,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
   /// Removes and finishes every subscription that ended.
   ///
   /// - Complexity: O(n).
+  @usableFromInline
   mutating func sweep() {
     var kept = ContiguousArray<ActorSink<Message>>()
     kept.reserveCapacity(items.count)
@@ -151,6 +155,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
 
   /// Whether a subscription list of `count` should be swept in full before growing:
   /// at every power of two from 32 on, so that sweeping costs O(1) per subscription.
+  @inlinable
   static func shouldSweep(count: Int) -> Bool {
     count >= 32 && count.nonzeroBitCount == 1
   }
