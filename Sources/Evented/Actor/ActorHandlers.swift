@@ -25,6 +25,8 @@
 // When the source is deinitialized, a draining task delivers what is queued and then
 // releases the handler; an idle subscription releases it at once.
 
+import Synchronization
+
 /// An actor variant's handler subscription: its queue, its handler, and the task that
 /// drains the queue while it has messages.
 @usableFromInline
@@ -36,6 +38,8 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let state: Lock<ActorHandlerState<Message>>
   /// The priority of the task that subscribed, given to every draining task.
   @usableFromInline let priority: TaskPriority
+  /// Set by the first ``finish()``: later calls have nothing to release.
+  let isClosed = Atomic<Bool>(false)
 
   /// Makes a handler subscription and its handle.
   ///
@@ -146,6 +150,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline
   func finish() {
     end()
+    guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
     let released = state.withLock { $0.close() }
     _ = released
   }
@@ -157,6 +162,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// The source is gone: an idle subscription releases its handler now, a draining one
   /// after delivering what is queued.
   func sourceEnded() {
+    if isClosed.load(ordering: .acquiring) { return }
     let released = state.withLock { $0.endSource() }
     _ = released
   }

@@ -45,6 +45,7 @@ struct ActorSink<Message: Sendable>: Sendable {
 
   /// Whether the subscription is live: a handler not ended and with its owner alive, a
   /// sequence still iterated.
+  @usableFromInline
   var isOpen: Bool {
     if let handler { return handler.isLive }
     guard let stream else { return false }
@@ -77,7 +78,7 @@ struct ActorSink<Message: Sendable>: Sendable {
 struct ActorSinks<Message: Sendable>: Sendable {
   @usableFromInline var items = ContiguousArray<ActorSink<Message>>()
   /// Where the incremental scan for ended subscriptions continues.
-  var cursor = 0
+  @usableFromInline var cursor = 0
 
   init() {}
 
@@ -110,7 +111,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
 
   /// Checks the next two subscriptions from the cursor (wrapping around), removing and
   /// finishing those that ended, so that their handlers' captures are released.
-  @usableFromInline
+  @inlinable
   mutating func scanNext() {
     for _ in 0..<2 {
       guard !items.isEmpty else { return }
