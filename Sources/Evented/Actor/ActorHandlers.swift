@@ -73,10 +73,13 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
 
   /// Queues `message` and starts the draining task if none runs.
   ///
+  /// A dead owner is not looked for here (a weak load per message): the draining task
+  /// finds it before delivering and ends the subscription, and a sweep finds it too.
+  ///
   /// - Returns: false if the subscription is over and should be removed.
   @inlinable @inline(__always)
   func push(_ message: Message) -> Bool {
-    if isEnded || owner == nil { return false }
+    if isEnded { return false }
     switch state.withLock({ $0.push(message) }) {
     case .queued: return true
     case .refused: return false

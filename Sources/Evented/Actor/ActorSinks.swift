@@ -89,16 +89,17 @@ struct ActorSinks<Message: Sendable>: Sendable {
   /// - Complexity: O(n) in the number of subscriptions.
   @inlinable
   mutating func push(_ message: Message) {
+    // Sinks are used in place, not copied (a copy would retain the weak and the strong
+    // reference); the ended ones move to the end and are removed there.
     var kept = 0
     let count = items.count
     for index in 0..<count {
-      let sink = items[index]
-      guard sink.push(message) else {
-        sink.finish()
-        continue
+      if items[index].push(message) {
+        if kept != index { items.swapAt(kept, index) }
+        kept &+= 1
+      } else {
+        items[index].finish()
       }
-      if kept != index { items[kept] = sink }
-      kept &+= 1
     }
     if kept != count { items.removeLast(count &- kept) }
   }
