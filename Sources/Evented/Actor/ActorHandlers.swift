@@ -53,6 +53,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     isOnce: Bool,
     _ handler: Handler
   ) -> (ActorHandler<Message>, Subscription) {
+    if case .plain = handler { precondition(owner == nil, "Evented: a plain handler is owned by its handle") }
     let core = ActorHandler(isOnce: isOnce, handler: handler)
     core.source = source
     let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
@@ -118,13 +119,20 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
           finish()
           return
         }
-        guard let owner else {
-          markReturned()
-          finish()
-          return
+        switch handler {
+        case .plain(let body):
+          // Owned by its handle, whose deinit cancels: the ended bit says it all.
+          if isOnce { end() }
+          await body(message)
+        case .owned(let body):
+          guard let owner else {
+            markReturned()
+            finish()
+            return
+          }
+          if isOnce { end() }
+          await body(owner, message)
         }
-        if isOnce { end() }
-        await handler(owner, message)
         markReturned()
         if isOnce {
           finish()
@@ -171,20 +179,15 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   }
 }
 
-/// A handler as the user gave it: with the owner, or with the message alone (no
-/// wrapping closure, hence one allocation and one call fewer).
+/// A handler as the user gave it (no wrapping closure, hence one allocation and one
+/// call fewer).
 @usableFromInline
 enum ActorHandlerBody<Message: Sendable>: Sendable {
+  /// Called with the owner, which the draining task loads before each delivery.
   case owned(@Sendable (AnyObject, Message) async -> Void)
+  /// Called with the message alone. Only for a subscription owned by its handle: the
+  /// handle's deinit cancels it, so the ended bit is the whole liveness check.
   case plain(@Sendable (Message) async -> Void)
-
-  @inlinable
-  func callAsFunction(_ owner: AnyObject, _ message: Message) async {
-    switch self {
-    case .owned(let body): await body(owner, message)
-    case .plain(let body): await body(message)
-    }
-  }
 }
 
 /// What a push did.

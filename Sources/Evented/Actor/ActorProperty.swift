@@ -149,15 +149,15 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Value) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: true) { owner, update in
-      await handler(unsafeDowncast(owner, to: Owner.self), update.new)
-    }
+    subscribe(
+      owner: owner, replays: true,
+      .owned { owner, update in await handler(unsafeDowncast(owner, to: Owner.self), update.new) })
   }
 
   /// Awaits `handler` with the current value, then with every new value, for as long
   /// as the returned subscription is kept.
   public func observe(_ handler: @escaping @Sendable (Value) async -> Void) -> Subscription {
-    subscribe(owner: nil, replays: true) { _, update in await handler(update.new) }
+    subscribe(owner: nil, replays: true, .plain { update in await handler(update.new) })
   }
 
   /// Awaits `handler` with every change from now on, as the old and the new value, for
@@ -167,17 +167,19 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Change<Value>) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: false) { owner, update in
-      await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
-    }
+    subscribe(
+      owner: owner, replays: false,
+      .owned { owner, update in
+        await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
+      })
   }
 
   /// Awaits `handler` with every change from now on, for as long as the returned
   /// subscription is kept.
   public func observeChanges(_ handler: @escaping @Sendable (Change<Value>) async -> Void) -> Subscription {
-    subscribe(owner: nil, replays: false) { _, update in
-      await handler(Change(oldValue: update.old, newValue: update.new))
-    }
+    subscribe(
+      owner: nil, replays: false, .plain { update in await handler(Change(oldValue: update.old, newValue: update.new)) }
+    )
   }
 
   /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
@@ -188,9 +190,11 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Part) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: true) { owner, update in
-      if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
-    }
+    subscribe(
+      owner: owner, replays: true,
+      .owned { owner, update in
+        if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
+      })
   }
 
   /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
@@ -199,9 +203,11 @@ public actor ActorProperty<Value: Sendable> {
     _ keyPath: KeyPath<Value, Part> & Sendable,
     _ handler: @escaping @Sendable (Part) async -> Void
   ) -> Subscription {
-    subscribe(owner: nil, replays: true) { _, update in
-      if let part = update.changedPart(keyPath) { await handler(part) }
-    }
+    subscribe(
+      owner: nil, replays: true,
+      .plain { update in
+        if let part = update.changedPart(keyPath) { await handler(part) }
+      })
   }
 
   @inlinable
@@ -216,10 +222,9 @@ public actor ActorProperty<Value: Sendable> {
   private func subscribe(
     owner: (any AnyObject & Sendable)?,
     replays: Bool,
-    _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
+    _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
-    let (core, subscription) = ActorHandler<Update<Value>>.make(
-      source: self, owner: owner, isOnce: false, .owned(handler))
+    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: false, handler)
     if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))
