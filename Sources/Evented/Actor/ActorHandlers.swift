@@ -99,17 +99,10 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @inlinable
   func drain() async {
     var batch = Ring<Message>()
-    var mayStop = false
     while true {
       let handler: Handler
-      switch state.withLock({ $0.take(into: &batch, mayStop: mayStop) }) {
-      case .deliver(let taken):
-        handler = taken
-        mayStop = false
-      case .linger:
-        mayStop = true
-        await Task.yield()
-        continue
+      switch state.withLock({ $0.take(into: &batch) }) {
+      case .deliver(let taken): handler = taken
       case .stop(let released):
         _ = released
         return
@@ -206,8 +199,6 @@ enum ActorPush {
 enum ActorTake<Handler> {
   /// Delivers the batch it took with this handler.
   case deliver(Handler)
-  /// Nothing queued: yields once, then takes again.
-  case linger
   /// Ends; releases `release` (if any) after unlocking.
   case stop(release: Handler?)
 }
@@ -242,9 +233,8 @@ struct ActorHandlerState<Message: Sendable> {
   ///   deliver, that the task ends (the state is idle again, or closed), with the
   ///   handler to release after unlocking if the source is gone.
   @inlinable
-  mutating func take(into batch: inout Ring<Message>, mayStop: Bool) -> ActorTake<Handler> {
+  mutating func take(into batch: inout Ring<Message>) -> ActorTake<Handler> {
     guard let handler, queue.count > 0 else {
-      if !mayStop, handler != nil { return .linger }
       isDraining = false
       // Both are empty: keep the larger storage for the next pushes.
       if handler != nil, batch.capacity > queue.capacity { swap(&queue, &batch) }
