@@ -13,11 +13,14 @@
 /// must run before `send` returns, or when cost per event matters: see the article
 /// "Choosing a variant".
 ///
-/// Handlers are `async` and each subscription's handler runs in a task of its own, one
-/// event at a time: a handler may await other actors (or be `@MainActor`) without
-/// holding up the source or other subscriptions. The task is created when subscribing and
-/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
-/// of the priority the handler should run at.
+/// Handlers are `async`. Each subscription keeps the events not yet handled in a queue
+/// of its own, and a task of its own awaits the handler with them, one event at a
+/// time: a handler may await other actors (or be `@MainActor`) without holding up the
+/// source or other subscriptions. That task exists only while the queue has events: a
+/// send that finds it idle starts it, and it ends once the queue is empty, so an idle
+/// subscription holds no task. It has the priority of the task that subscribed (not
+/// that of the sender): subscribe from a task of the priority the handler should run
+/// at. It does not inherit the subscriber's task-local values.
 ///
 /// ## Concurrency
 ///
@@ -25,21 +28,25 @@
 ///   point, and other sends, subscriptions and cancellations may take effect across
 ///   any `await`.
 /// - **Ordering:** Each subscription receives events one at a time, in the order the
-///   sends ran on the actor. Handlers run after `send` returns, in their own tasks;
-///   different subscriptions are not ordered relative to each other.
+///   sends ran on the actor, even when its task ends between two events and another
+///   starts. Handlers run after `send` returns, in each subscription's task; different
+///   subscriptions are not ordered relative to each other.
 /// - **Reentrancy:** A handler may send, subscribe and cancel (with `await`), on this
 ///   source or any other: it never runs on the actor, so nothing deadlocks, and a send
 ///   from a handler is delivered to that subscription after the current event. A
 ///   subscription added from a handler does not receive the event being handled.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next send or ``observerCount``, and by subscribing: each subscription checks
+///   its task before the next delivery, so at the latest after the next send, by
+///   ``observerCount``, and by subscribing: each subscription checks
 ///   the next two subscriptions in turn, so a dead owner is found within half as many
 ///   subscriptions as there are, even without a send) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
 ///   async handler. Sequences and handler tasks do not keep the source alive:
-///   when it is deinitialized, its sequences finish and its handler tasks end.
+///   when it is deinitialized, its sequences finish, and each handler task delivers
+///   the events already queued and ends; the handler and its captures are then
+///   released.
 public actor ActorEventSource<Event: Sendable> {
   // Touched only on the actor, never twice at once: no exclusivity check needed.
   @exclusivity(unchecked) @usableFromInline var sinks = ActorSinks<Event>()
@@ -53,8 +60,9 @@ public actor ActorEventSource<Event: Sendable> {
 
   /// Delivers `event` to every current subscription.
   ///
-  /// Appends the event to each subscription's buffer and returns; handlers and
-  /// `for await` loops receive it afterwards, in their own tasks.
+  /// Appends the event to each subscription's queue (starting its task if it was
+  /// idle) and returns; handlers and `for await` loops receive it afterwards, in their
+  /// own tasks.
   ///
   /// - Complexity: O(n) in the number of subscriptions.
   @inlinable
@@ -95,8 +103,8 @@ public actor ActorEventSource<Event: Sendable> {
   /// - Parameters:
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes. Do not capture it strongly in `handler`.
-  ///   - handler: Awaited with the owner and each event, one at a time, in a task of
-  ///     its own. It may be `@MainActor`.
+  ///   - handler: Awaited with the owner and each event, one at a time, in the
+  ///     subscription's task. It may be `@MainActor`.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
   @discardableResult
@@ -170,7 +178,7 @@ extension ActorEventSource where Event == Void {
 }
 
 extension ActorEventSource: Detaching {
-  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
-  /// and the actor drops it at the next send, subscription or `observerCount`.
+  /// Nothing to do at once: a cancelled subscription releases its queue and handler
+  /// itself, and the actor drops it at the next send, subscription or `observerCount`.
   @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

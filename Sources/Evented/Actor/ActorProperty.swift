@@ -16,11 +16,14 @@
 /// must read the value synchronously, when handlers must run before a write returns,
 /// or when cost per write matters: see the article "Choosing a variant".
 ///
-/// Handlers are `async` and each subscription's handler runs in a task of its own, one
-/// value at a time: a handler may await other actors (or be `@MainActor`) without
-/// holding up writers or other subscriptions. The task is created when subscribing and
-/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
-/// of the priority the handler should run at.
+/// Handlers are `async`. Each subscription keeps the values not yet handled in a queue
+/// of its own, and a task of its own awaits the handler with them, one value at a
+/// time: a handler may await other actors (or be `@MainActor`) without holding up
+/// writers or other subscriptions. That task exists only while the queue has values: a
+/// write that finds it idle starts it, and it ends once the queue is empty, so an idle
+/// subscription holds no task. It has the priority of the task that subscribed (not
+/// that of the writer): subscribe from a task of the priority the handler should run
+/// at. It does not inherit the subscriber's task-local values.
 ///
 /// ## Concurrency
 ///
@@ -28,7 +31,8 @@
 ///   point: a value read with `await value` may have changed by the time the caller
 ///   uses it, so read-modify-write with ``modify(_:)``, never with a read then a write.
 /// - **Ordering:** Each subscription receives values one at a time, in the order the
-///   writes ran on the actor; when writers stop, the last value delivered to every live
+///   writes ran on the actor, even when its task ends between two writes and another
+///   starts; when writers stop, the last value delivered to every live
 ///   subscription equals ``value`` (unless a sequence's buffering policy drops newer
 ///   values). After `await setValue(x)` returns, the same task reads `x` or a later
 ///   value. With duplicates skipped, a write equal to the current value notifies
@@ -39,14 +43,17 @@
 ///   current value. The closure given to ``modify(_:)`` runs on the actor and cannot
 ///   call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next write or ``observerCount``, and by subscribing: each subscription checks
+///   its task before the next delivery, so at the latest after the next write, by
+///   ``observerCount``, and by subscribing: each subscription checks
 ///   the next two subscriptions in turn, so a dead owner is found within half as many
 ///   subscriptions as there are, even without a write) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
 ///   async handler. Sequences and handler tasks do not keep the property alive:
-///   when it is deinitialized, its sequences finish and its handler tasks end.
+///   when it is deinitialized, its sequences finish, and each handler task delivers
+///   the values already queued and ends; the handler and its captures are then
+///   released.
 public actor ActorProperty<Value: Sendable> {
   /// The current value: the latest committed one.
   public var value: Value { current }
@@ -140,8 +147,9 @@ public actor ActorProperty<Value: Sendable> {
   /// - Parameters:
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes.
-  ///   - handler: Awaited with the owner and each value, one at a time, in a task of
-  ///     its own; every committed value is delivered. It may be `@MainActor`.
+  ///   - handler: Awaited with the owner and each value, one at a time, in the
+  ///     subscription's task; every committed value is delivered. It may be
+  ///     `@MainActor`.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
   @discardableResult
@@ -257,7 +265,7 @@ extension ActorProperty where Value: Equatable {
 }
 
 extension ActorProperty: Detaching {
-  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
-  /// and the actor drops it at the next send, subscription or `observerCount`.
+  /// Nothing to do at once: a cancelled subscription releases its queue and handler
+  /// itself, and the actor drops it at the next write, subscription or `observerCount`.
   @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

@@ -1,5 +1,5 @@
-// The buffer between a source and one asynchronous consumer (`for await`, or the task
-// that runs an actor variant's handler).
+// The buffer between a source and one asynchronous consumer (`for await` over a
+// sequence of a lock-based source or of an actor variant).
 //
 // `AsyncBuffer` keeps the undelivered elements in a ring and at most one waiting
 // continuation, both in `state`, guarded by its lock. Its phases:
