@@ -1,4 +1,3 @@
-import Synchronization
 import Testing
 
 @testable import Evented
@@ -37,16 +36,6 @@ private final class AsyncGate: Sendable {
   var isOpen: Bool { state.withLock { $0.isOpen } }
 }
 
-/// Counts invocations of one handler running at once.
-private final class Overlaps: Sendable {
-  let running = Atomic<Int>(0)
-  let found = Atomic<Int>(0)
-  func enter() {
-    if running.add(1, ordering: .acquiringAndReleasing).newValue != 1 { found.add(1, ordering: .relaxed) }
-  }
-  func leave() { running.subtract(1, ordering: .acquiringAndReleasing) }
-}
-
 /// The handler subscriptions of the actor variants run their handler in a task that
 /// exists only while the subscription has queued messages. These tests show that the
 /// promises hold across the starts and ends of that task.
@@ -54,7 +43,7 @@ private final class Overlaps: Sendable {
   @Test func actorHandlerKeepsSendOrderAndNeverOverlapsWhileItsTaskEndsAndRestarts() async {
     let source = ActorEventSource<Int>()
     let seen = Seen()
-    let overlaps = Overlaps()
+    let overlaps = OverlapProbe()
     let subscription = await source.observe { event in
       overlaps.enter()
       if event.isMultiple(of: 7) { await Task.yield() }
@@ -78,7 +67,7 @@ private final class Overlaps: Sendable {
     let total = next
     #expect(await settles { seen.count == total })
     #expect(seen.all == Array(0..<total))
-    #expect(overlaps.found.load(ordering: .relaxed) == 0)
+    #expect(overlaps.overlaps.load(ordering: .relaxed) == 0)
     subscription.cancel()
   }
 
