@@ -13,7 +13,7 @@ private final class Log<Item: Sendable>: Sendable {
 }
 
 /// Detects two invocations of one handler running at once.
-private final class OverlapProbe: Sendable {
+final class OverlapProbe: Sendable {
   let running = Atomic<Int>(0)
   let overlaps = Atomic<Int>(0)
   func enter() {

@@ -13,11 +13,14 @@
 /// must run before `send` returns, or when cost per event matters: see the article
 /// "Choosing a variant".
 ///
-/// Handlers are `async` and each subscription's handler runs in a task of its own, one
-/// event at a time: a handler may await other actors (or be `@MainActor`) without
-/// holding up the source or other subscriptions. The task is created when subscribing and
-/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
-/// of the priority the handler should run at.
+/// Handlers are `async`. Each subscription keeps the events not yet handled in a queue
+/// of its own, and a task of its own awaits the handler with them, one event at a
+/// time: a handler may await other actors (or be `@MainActor`) without holding up the
+/// source or other subscriptions. That task exists only while the queue has events: a
+/// send that finds it idle starts it, and it ends once the queue is empty, so an idle
+/// subscription holds no task. It has the priority of the task that subscribed (not
+/// that of the sender): subscribe from a task of the priority the handler should run
+/// at. It does not inherit the subscriber's task-local values.
 ///
 /// ## Concurrency
 ///
@@ -25,48 +28,46 @@
 ///   point, and other sends, subscriptions and cancellations may take effect across
 ///   any `await`.
 /// - **Ordering:** Each subscription receives events one at a time, in the order the
-///   sends ran on the actor. Handlers run after `send` returns, in their own tasks;
-///   different subscriptions are not ordered relative to each other.
+///   sends ran on the actor, even when its task ends between two events and another
+///   starts. Handlers run after `send` returns, in each subscription's task; different
+///   subscriptions are not ordered relative to each other.
 /// - **Reentrancy:** A handler may send, subscribe and cancel (with `await`), on this
 ///   source or any other: it never runs on the actor, so nothing deadlocks, and a send
 ///   from a handler is delivered to that subscription after the current event. A
 ///   subscription added from a handler does not receive the event being handled.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next send or ``observerCount``, and by subscribing: each subscription checks
+///   its task before the next delivery, so at the latest after the next send, by
+///   ``observerCount``, and by subscribing: each subscription checks
 ///   the next two subscriptions in turn, so a dead owner is found within half as many
 ///   subscriptions as there are, even without a send) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
 ///   async handler. Sequences and handler tasks do not keep the source alive:
-///   when it is deinitialized, its sequences finish and its handler tasks end.
+///   when it is deinitialized, its sequences finish, and each handler task delivers
+///   the events already queued and ends; the handler and its captures are then
+///   released.
 public actor ActorEventSource<Event: Sendable> {
-  private var sinks = ContiguousArray<ActorSink<Event>>()
-  /// Where the incremental scan for ended subscriptions continues.
-  private var scanCursor = 0
+  // Touched only on the actor, never twice at once: no exclusivity check needed.
+  @exclusivity(unchecked) @usableFromInline var sinks = ActorSinks<Event>()
 
   /// Creates a source with no subscriptions.
   public init() {}
 
   deinit {
-    for sink in sinks { sink.sourceEnded() }
+    sinks.sourceEnded()
   }
 
   /// Delivers `event` to every current subscription.
   ///
-  /// Appends the event to each subscription's buffer and returns; handlers and
-  /// `for await` loops receive it afterwards, in their own tasks.
+  /// Appends the event to each subscription's queue (starting its task if it was
+  /// idle) and returns; handlers and `for await` loops receive it afterwards, in their
+  /// own tasks.
   ///
   /// - Complexity: O(n) in the number of subscriptions.
-  public func send(_ event: Event) {
-    var kept = 0
-    for index in sinks.indices {
-      let sink = sinks[index]
-      guard sink.push(event) else { continue }
-      if kept != index { sinks[kept] = sink }
-      kept += 1
-    }
-    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
+  @inlinable
+  public final func send(_ event: Event) {
+    sinks.push(event)
   }
 
   /// The events sent from now on, as an asynchronous sequence.
@@ -80,7 +81,7 @@ public actor ActorEventSource<Event: Sendable> {
   ///   and none sent before.
   public func events(bufferingPolicy: BufferingPolicy = .unbounded) -> AsyncEvents<Event> {
     let buffer = AsyncBuffer<Event>(policy: bufferingPolicy)
-    add(ActorSink(buffer: buffer, core: nil))
+    add(ActorSink(stream: buffer))
     return AsyncEvents(buffer: buffer)
   }
 
@@ -89,7 +90,7 @@ public actor ActorEventSource<Event: Sendable> {
   ///
   /// - Complexity: O(n): ended subscriptions are removed first.
   public var observerCount: Int {
-    sweep()
+    sinks.sweep()
     return sinks.count
   }
 
@@ -102,8 +103,8 @@ public actor ActorEventSource<Event: Sendable> {
   /// - Parameters:
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes. Do not capture it strongly in `handler`.
-  ///   - handler: Awaited with the owner and each event, one at a time, in a task of
-  ///     its own. It may be `@MainActor`.
+  ///   - handler: Awaited with the owner and each event, one at a time, in the
+  ///     subscription's task. It may be `@MainActor`.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
   @discardableResult
@@ -111,17 +112,18 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, isOnce: false) { owner, event in
-      await handler(unsafeDowncast(owner, to: Owner.self), event)
-    }
+    subscribe(
+      owner: owner, isOnce: false,
+      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
   }
 
   /// Awaits `handler` with every event from now on, for as long as the returned
   /// subscription is kept.
   ///
   /// - Returns: The owner of the subscription: it ends when this handle is released.
-  public func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
-    subscribe(owner: nil, isOnce: false) { _, event in await handler(event) }
+  @inlinable
+  public final func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
+    subscribe(owner: nil, isOnce: false, .plain(handler))
   }
 
   /// Awaits `handler` with the next event only, if `owner` is still alive then.
@@ -132,52 +134,39 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, isOnce: true) { owner, event in
-      await handler(unsafeDowncast(owner, to: Owner.self), event)
-    }
+    subscribe(
+      owner: owner, isOnce: true,
+      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
   }
 
   /// Awaits `handler` with the next event only, if the returned subscription is still
   /// kept then.
   public func observeOnce(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
-    subscribe(owner: nil, isOnce: true) { _, event in await handler(event) }
+    subscribe(owner: nil, isOnce: true, .plain(handler))
   }
 
   /// Ends every subscription of this source: sequences finish, handlers are not
   /// started again (one already running may finish).
   public func removeAllObservers() {
-    let removed = sinks
-    sinks = []
-    for sink in removed { sink.finish() }
+    sinks.finishAll()
   }
 
-  private func subscribe(
+  @inlinable
+  final func subscribe(
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
-    _ handler: @escaping @Sendable (AnyObject, Event) async -> Void
+    _ handler: ActorHandlerBody<Event>
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, isOnce: isOnce, handler)
-    add(sink)
+    let (handler, subscription) = ActorHandler<Event>.make(source: self, owner: owner, isOnce: isOnce, handler)
+    add(ActorSink(handler: handler))
     return subscription
   }
 
-  private func add(_ sink: ActorSink<Event>) {
-    sinks.scanNext(from: &scanCursor)
-    if sinks.count >= 32, sinks.count.nonzeroBitCount == 1 { sweep() }
+  @inlinable
+  final func add(_ sink: ActorSink<Event>) {
+    sinks.scanNext()
+    if ActorSinks<Event>.shouldSweep(count: sinks.count) { sinks.sweep() }
     sinks.append(sink)
-  }
-
-  private func sweep() {
-    var kept = ContiguousArray<ActorSink<Event>>()
-    kept.reserveCapacity(sinks.count)
-    for sink in sinks {
-      if sink.isOpen {
-        kept.append(sink)
-      } else {
-        sink.finish()
-      }
-    }
-    sinks = kept
   }
 }
 
@@ -189,7 +178,7 @@ extension ActorEventSource where Event == Void {
 }
 
 extension ActorEventSource: Detaching {
-  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
-  /// and the actor drops it at the next send, subscription or `observerCount`.
+  /// Nothing to do at once: a cancelled subscription releases its queue and handler
+  /// itself, and the actor drops it at the next send, subscription or `observerCount`.
   @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

@@ -16,11 +16,14 @@
 /// must read the value synchronously, when handlers must run before a write returns,
 /// or when cost per write matters: see the article "Choosing a variant".
 ///
-/// Handlers are `async` and each subscription's handler runs in a task of its own, one
-/// value at a time: a handler may await other actors (or be `@MainActor`) without
-/// holding up writers or other subscriptions. The task is created when subscribing and
-/// has the priority of the subscribing task, as `Task { }` has: subscribe from a task
-/// of the priority the handler should run at.
+/// Handlers are `async`. Each subscription keeps the values not yet handled in a queue
+/// of its own, and a task of its own awaits the handler with them, one value at a
+/// time: a handler may await other actors (or be `@MainActor`) without holding up
+/// writers or other subscriptions. That task exists only while the queue has values: a
+/// write that finds it idle starts it, and it ends once the queue is empty, so an idle
+/// subscription holds no task. It has the priority of the task that subscribed (not
+/// that of the writer): subscribe from a task of the priority the handler should run
+/// at. It does not inherit the subscriber's task-local values.
 ///
 /// ## Concurrency
 ///
@@ -28,7 +31,8 @@
 ///   point: a value read with `await value` may have changed by the time the caller
 ///   uses it, so read-modify-write with ``modify(_:)``, never with a read then a write.
 /// - **Ordering:** Each subscription receives values one at a time, in the order the
-///   writes ran on the actor; when writers stop, the last value delivered to every live
+///   writes ran on the actor, even when its task ends between two writes and another
+///   starts; when writers stop, the last value delivered to every live
 ///   subscription equals ``value`` (unless a sequence's buffering policy drops newer
 ///   values). After `await setValue(x)` returns, the same task reads `x` or a later
 ///   value. With duplicates skipped, a write equal to the current value notifies
@@ -39,26 +43,30 @@
 ///   current value. The closure given to ``modify(_:)`` runs on the actor and cannot
 ///   call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
-///   the next write or ``observerCount``, and by subscribing: each subscription checks
+///   its task before the next delivery, so at the latest after the next write, by
+///   ``observerCount``, and by subscribing: each subscription checks
 ///   the next two subscriptions in turn, so a dead owner is found within half as many
 ///   subscriptions as there are, even without a write) or on
 ///   ``Subscription/cancel()``. After `cancel()` returns no new invocation
 ///   begins; one that began before may still be running, or even about to run its
 ///   first statement, since `cancel()` does not block its thread waiting for an
 ///   async handler. Sequences and handler tasks do not keep the property alive:
-///   when it is deinitialized, its sequences finish and its handler tasks end.
+///   when it is deinitialized, its sequences finish, and each handler task delivers
+///   the values already queued and ends; the handler and its captures are then
+///   released.
 public actor ActorProperty<Value: Sendable> {
   /// The current value: the latest committed one.
-  public private(set) var value: Value
-  private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  private var valueSinks = ContiguousArray<ActorSink<Value>>()
-  private var updateSinks = ContiguousArray<ActorSink<Update<Value>>>()
-  /// Where the incremental scans for ended subscriptions continue.
-  private var valueScanCursor = 0
-  private var updateScanCursor = 0
+  public var value: Value { current }
+  @usableFromInline var current: Value
+  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  // Touched only on the actor, never twice at once: no exclusivity check needed.
+  /// The sequences (`values`).
+  @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
+  /// The handler subscriptions.
+  @exclusivity(unchecked) @usableFromInline var updateSinks = ActorSinks<Update<Value>>()
 
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
-    self.value = value
+    self.current = value
     self.isDuplicate = isDuplicate
   }
 
@@ -68,13 +76,14 @@ public actor ActorProperty<Value: Sendable> {
   }
 
   deinit {
-    for sink in valueSinks { sink.sourceEnded() }
-    for sink in updateSinks { sink.sourceEnded() }
+    valueSinks.sourceEnded()
+    updateSinks.sourceEnded()
   }
 
   /// Sets the value and notifies the subscriptions, unless duplicates are skipped and
   /// `newValue` equals the current value.
-  public func setValue(_ newValue: Value) {
+  @inlinable
+  public final func setValue(_ newValue: Value) {
     commit(newValue)
   }
 
@@ -114,7 +123,7 @@ public actor ActorProperty<Value: Sendable> {
     let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
     buffer.push(value)
     sweepIfGrown()
-    valueSinks.append(ActorSink(buffer: buffer, core: nil))
+    valueSinks.append(ActorSink(stream: buffer))
     return AsyncValues(buffer: buffer)
   }
 
@@ -123,8 +132,8 @@ public actor ActorProperty<Value: Sendable> {
   ///
   /// - Complexity: O(n): ended subscriptions are removed first.
   public var observerCount: Int {
-    Self.sweep(&valueSinks)
-    Self.sweep(&updateSinks)
+    valueSinks.sweep()
+    updateSinks.sweep()
     return valueSinks.count + updateSinks.count
   }
 
@@ -138,8 +147,9 @@ public actor ActorProperty<Value: Sendable> {
   /// - Parameters:
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes.
-  ///   - handler: Awaited with the owner and each value, one at a time, in a task of
-  ///     its own; every committed value is delivered. It may be `@MainActor`.
+  ///   - handler: Awaited with the owner and each value, one at a time, in the
+  ///     subscription's task; every committed value is delivered. It may be
+  ///     `@MainActor`.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
   @discardableResult
@@ -147,15 +157,15 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Value) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: true) { owner, update in
-      await handler(unsafeDowncast(owner, to: Owner.self), update.new)
-    }
+    subscribe(
+      owner: owner, replays: true,
+      .owned { owner, update in await handler(unsafeDowncast(owner, to: Owner.self), update.new) })
   }
 
   /// Awaits `handler` with the current value, then with every new value, for as long
   /// as the returned subscription is kept.
   public func observe(_ handler: @escaping @Sendable (Value) async -> Void) -> Subscription {
-    subscribe(owner: nil, replays: true) { _, update in await handler(update.new) }
+    subscribe(owner: nil, replays: true, .plain { update in await handler(update.new) })
   }
 
   /// Awaits `handler` with every change from now on, as the old and the new value, for
@@ -165,17 +175,19 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Change<Value>) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: false) { owner, update in
-      await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
-    }
+    subscribe(
+      owner: owner, replays: false,
+      .owned { owner, update in
+        await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
+      })
   }
 
   /// Awaits `handler` with every change from now on, for as long as the returned
   /// subscription is kept.
   public func observeChanges(_ handler: @escaping @Sendable (Change<Value>) async -> Void) -> Subscription {
-    subscribe(owner: nil, replays: false) { _, update in
-      await handler(Change(oldValue: update.old, newValue: update.new))
-    }
+    subscribe(
+      owner: nil, replays: false, .plain { update in await handler(Change(oldValue: update.old, newValue: update.new)) }
+    )
   }
 
   /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
@@ -186,9 +198,11 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Part) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, replays: true) { owner, update in
-      if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
-    }
+    subscribe(
+      owner: owner, replays: true,
+      .owned { owner, update in
+        if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
+      })
   }
 
   /// Awaits `handler` with the part of the value at `keyPath` now, then whenever that
@@ -197,63 +211,41 @@ public actor ActorProperty<Value: Sendable> {
     _ keyPath: KeyPath<Value, Part> & Sendable,
     _ handler: @escaping @Sendable (Part) async -> Void
   ) -> Subscription {
-    subscribe(owner: nil, replays: true) { _, update in
-      if let part = update.changedPart(keyPath) { await handler(part) }
-    }
+    subscribe(
+      owner: nil, replays: true,
+      .plain { update in
+        if let part = update.changedPart(keyPath) { await handler(part) }
+      })
   }
 
-  private func commit(_ newValue: Value) {
-    if let isDuplicate, isDuplicate(value, newValue) { return }
-    let old = value
-    value = newValue
-    Self.push(newValue, to: &valueSinks)
-    if !updateSinks.isEmpty { Self.push(Update(old: old, new: newValue, isInitial: false), to: &updateSinks) }
+  @inlinable
+  final func commit(_ newValue: Value) {
+    if let isDuplicate, isDuplicate(current, newValue) { return }
+    let old = current
+    current = newValue
+    valueSinks.push(newValue)
+    if updateSinks.count != 0 { updateSinks.push(Update(old: old, new: newValue, isInitial: false)) }
   }
 
   private func subscribe(
     owner: (any AnyObject & Sendable)?,
     replays: Bool,
-    _ handler: @escaping @Sendable (AnyObject, Update<Value>) async -> Void
+    _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
-    let (sink, subscription) = makeHandlerSubscription(source: self, owner: owner, handler)
-    if replays { _ = sink.push(Update(old: value, new: value, isInitial: true)) }
+    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: false, handler)
+    if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
-    updateSinks.append(sink)
+    updateSinks.append(ActorSink(handler: core))
     return subscription
   }
 
   private func sweepIfGrown() {
-    valueSinks.scanNext(from: &valueScanCursor)
-    updateSinks.scanNext(from: &updateScanCursor)
-    let count = valueSinks.count + updateSinks.count
-    if count >= 32, count.nonzeroBitCount == 1 {
-      Self.sweep(&valueSinks)
-      Self.sweep(&updateSinks)
+    valueSinks.scanNext()
+    updateSinks.scanNext()
+    if ActorSinks<Value>.shouldSweep(count: valueSinks.count + updateSinks.count) {
+      valueSinks.sweep()
+      updateSinks.sweep()
     }
-  }
-
-  private static func push<Message>(_ message: Message, to sinks: inout ContiguousArray<ActorSink<Message>>) {
-    var kept = 0
-    for index in sinks.indices {
-      let sink = sinks[index]
-      guard sink.push(message) else { continue }
-      if kept != index { sinks[kept] = sink }
-      kept += 1
-    }
-    if kept != sinks.count { sinks.removeLast(sinks.count - kept) }
-  }
-
-  private static func sweep<Message>(_ sinks: inout ContiguousArray<ActorSink<Message>>) {
-    var kept = ContiguousArray<ActorSink<Message>>()
-    kept.reserveCapacity(sinks.count)
-    for sink in sinks {
-      if sink.isOpen {
-        kept.append(sink)
-      } else {
-        sink.finish()
-      }
-    }
-    sinks = kept
   }
 }
 
@@ -273,7 +265,7 @@ extension ActorProperty where Value: Equatable {
 }
 
 extension ActorProperty: Detaching {
-  /// Nothing to do at once: a cancelled subscription's buffer is finished by its core,
-  /// and the actor drops it at the next send, subscription or `observerCount`.
+  /// Nothing to do at once: a cancelled subscription releases its queue and handler
+  /// itself, and the actor drops it at the next write, subscription or `observerCount`.
   @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
 }

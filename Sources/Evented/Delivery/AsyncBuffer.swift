@@ -1,5 +1,5 @@
-// The buffer between a source and one asynchronous consumer (`for await`, or the task
-// that runs an actor variant's handler).
+// The buffer between a source and one asynchronous consumer (`for await` over a
+// sequence of a lock-based source or of an actor variant).
 //
 // `AsyncBuffer` keeps the undelivered elements in a ring and at most one waiting
 // continuation, both in `state`, guarded by its lock. Its phases:
@@ -20,31 +20,6 @@
 // `SourceLink` that only the hub's entry keeps alive: when the source is deinitialized,
 // its hub releases the entry, the link's deinit runs and ends the buffer. The buffer
 // knows its subscription only weakly for the same reason.
-
-/// How many undelivered elements an asynchronous sequence keeps, and which it drops
-/// when full. The vocabulary of `AsyncStream`.
-///
-/// ```swift
-/// for await error in model.didFail.events(bufferingPolicy: .bufferingNewest(10)) { … }
-/// ```
-///
-/// ## Concurrency
-///
-/// - **Thread safety:** A value type; `Sendable`.
-/// - **Ordering:** Whatever is kept is delivered in commit order.
-/// - **Reentrancy:** Not applicable.
-/// - **Lifetime:** Dropped elements are released when they are dropped, outside every
-///   internal lock.
-public enum BufferingPolicy: Sendable, Hashable {
-  /// Keeps every undelivered element: nothing is lost, memory grows with a slow
-  /// consumer.
-  case unbounded
-  /// Keeps the oldest `limit` undelivered elements and drops newer ones when full.
-  case bufferingOldest(Int)
-  /// Keeps the newest `limit` undelivered elements and drops the oldest when full.
-  /// `.bufferingNewest(1)` always ends on the latest element.
-  case bufferingNewest(Int)
-}
 
 /// The elements waiting for one asynchronous consumer.
 final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
@@ -222,17 +197,25 @@ struct AsyncBufferState<Element> {
 }
 
 /// A first-in first-out queue in a power-of-two ring.
+@usableFromInline
 struct Ring<Element> {
-  private var storage = ContiguousArray<Element?>()
-  private var head = 0
-  private(set) var count = 0
+  @usableFromInline var storage = ContiguousArray<Element?>()
+  @usableFromInline var head = 0
+  @usableFromInline var count = 0
 
+  @inlinable init() {}
+
+  /// How many elements fit before the storage grows.
+  @inlinable var capacity: Int { storage.count }
+
+  @inlinable
   mutating func append(_ element: Element) {
     if count == storage.count { grow() }
     storage[(head &+ count) & (storage.count &- 1)] = element
     count &+= 1
   }
 
+  @inlinable
   mutating func removeFirst() -> Element? {
     guard count > 0 else { return nil }
     let element = storage[head].take()
@@ -248,7 +231,8 @@ struct Ring<Element> {
     return taken
   }
 
-  private mutating func grow() {
+  @inlinable
+  mutating func grow() {
     let capacity = Swift.max(1, storage.count * 2)
     var fresh = ContiguousArray<Element?>(repeating: nil, count: capacity)
     for offset in 0..<count {
@@ -299,144 +283,4 @@ extension Hub {
     buffer.attach(entry)
     subscribe(entry, replay: replay)
   }
-}
-
-// MARK: - Handler tasks of the actor variants
-
-/// One subscription of an actor variant: its buffer, held weakly so that dropping a
-/// sequence ends it, and, for a handler subscription, the core that its `Subscription`
-/// handle cancels (the core keeps the buffer alive for the handler's task).
-struct ActorSink<Message: Sendable>: Sendable {
-  weak let buffer: AsyncBuffer<Message>?
-  let core: SubscriptionCore?
-
-  init(buffer: AsyncBuffer<Message>, core: SubscriptionCore?) {
-    self.buffer = buffer
-    self.core = core
-  }
-
-  /// Passes `message` on, or finishes the buffer of a subscription that has ended.
-  ///
-  /// - Returns: false if the subscription is over and should be removed.
-  @inline(__always)
-  func push(_ message: Message) -> Bool {
-    guard let buffer else { return false }
-    if !isLive {
-      buffer.finish()
-      return false
-    }
-    return buffer.push(message)
-  }
-
-  /// Whether the subscription's owner is alive and it was not cancelled.
-  var isLive: Bool {
-    guard let core else { return true }
-    return !core.isEnded && core.hasOwner
-  }
-
-  /// Whether the subscription is still live and its consumer still listens.
-  var isOpen: Bool {
-    guard let buffer else { return false }
-    return isLive && buffer.isOpen
-  }
-
-  /// Ends the subscription: the consumer gets nil, a handler is not started again.
-  func finish() {
-    core?.end()
-    buffer?.finish()
-  }
-
-  /// Tells the consumer that the source is gone.
-  func sourceEnded() {
-    buffer?.sourceEnded()
-  }
-}
-
-extension ContiguousArray {
-  /// Checks the next two sinks from `cursor` (wrapping around) and removes those whose
-  /// subscription ended or whose owner is gone, finishing them so that their handler
-  /// tasks end and release what the handlers captured. Every subscribe of an actor
-  /// variant calls it, so a dead owner's subscription is found within half as many
-  /// subscribes as there are subscriptions, even without a send.
-  mutating func scanNext<Message>(from cursor: inout Int) where Element == ActorSink<Message> {
-    for _ in 0..<2 {
-      guard !isEmpty else { return }
-      if cursor >= count { cursor = 0 }
-      if self[cursor].isOpen {
-        cursor += 1
-      } else {
-        remove(at: cursor).finish()
-      }
-    }
-  }
-}
-
-/// The core of an actor variant's handler subscription: `cancel()` ends the buffer,
-/// which ends the task that runs the handler.
-final class ActorSubscriptionCore<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
-  // @unchecked Sendable: as SubscriptionCore; `buffer` is immutable and guarded by its
-  // own lock.
-  let buffer: AsyncBuffer<Message>
-
-  /// The actor, held weakly, so that the handle knows when it is gone.
-  weak var source: (any Detaching)?
-  /// The owner, or the handle for a subscription it owns.
-  weak var owner: AnyObject?
-
-  init(isOnce: Bool, buffer: AsyncBuffer<Message>) {
-    self.buffer = buffer
-    super.init(isOnce: isOnce, target: nil)
-  }
-
-  override var isSourceAlive: Bool { source != nil }
-
-  override var liveOwner: AnyObject? { owner }
-
-  override func cancel() {
-    end()
-    buffer.finish()
-  }
-}
-
-/// Makes a handler subscription for an actor variant: a task that takes each message
-/// from a new unbounded buffer and awaits `handler` with it, one at a time.
-///
-/// - Parameters:
-///   - source: The actor, held weakly, so that the handle knows when it is gone.
-///   - owner: Held weakly; nil makes the returned handle the owner.
-/// - Returns: The sink to register with the source (after any replay is pushed into
-///   it) and the handle.
-func makeHandlerSubscription<Message: Sendable>(
-  source: any Detaching,
-  owner: (any AnyObject & Sendable)?,
-  isOnce: Bool = false,
-  _ handler: @escaping @Sendable (AnyObject, Message) async -> Void
-) -> (ActorSink<Message>, Subscription) {
-  let buffer = AsyncBuffer<Message>(policy: .unbounded)
-  let core = ActorSubscriptionCore(isOnce: isOnce, buffer: buffer)
-  core.source = source
-  let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
-  core.owner = owner ?? subscription
-  Task { await runHandler(core, handler) }
-  return (ActorSink(buffer: buffer, core: core), subscription)
-}
-
-private func runHandler<Message: Sendable>(
-  _ core: ActorSubscriptionCore<Message>,
-  _ handler: @Sendable (AnyObject, Message) async -> Void
-) async {
-  while let message = await core.buffer.next(isolation: nil) {
-    // Starting is one atomic step with respect to cancel(): once cancel() has returned,
-    // this fails, so no handler starts after it.
-    guard core.startAsync() else { break }
-    guard let owner = core.owner else {
-      core.finishAsync()
-      break
-    }
-    if core.isOnce { core.end() }
-    await handler(owner, message)
-    core.finishAsync()
-    if core.isOnce { break }
-  }
-  core.buffer.finish()
 }

@@ -1,0 +1,267 @@
+// Handler subscriptions of the actor variants.
+//
+// Each subscription keeps its undelivered messages in a queue of its own and runs its
+// handler in a task that drains that queue. The task exists only while there is
+// something to deliver: the push that finds the subscription idle starts it, and it
+// ends when it finds the queue empty. An idle subscription therefore holds no task.
+//
+// `state` (guarded by its lock) holds the queue, the handler and the phase:
+//
+//   idle       no task; a push queues its message, becomes `draining` and starts one
+//   draining   one task runs: it takes the whole queue (swapping in its own emptied
+//              one, so that steady delivery allocates nothing), delivers it message by
+//              message, and takes again; finding the queue empty it goes back to idle.
+//              A push only queues.
+//   closed     ended (cancel, owner gone, once-delivery, sweep): pushes are refused;
+//              the queue and the handler were taken out and released after unlocking
+//
+// There is at most one task per subscription at any time (only the push that leaves
+// `idle` starts one, and a task leaves `draining` only in its last locked step, after
+// its last delivery has returned), so one subscription's deliveries keep their order
+// and never overlap. Before each delivery the task marks the handler as started in the
+// subscription's state word, an atomic step that fails once `cancel()` has ended the
+// subscription: no delivery starts after `cancel()` returns.
+//
+// When the source is deinitialized, a draining task delivers what is queued and then
+// releases the handler; an idle subscription releases it at once.
+
+import Synchronization
+
+/// An actor variant's handler subscription: its queue, its handler, and the task that
+/// drains the queue while it has messages.
+@usableFromInline
+final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
+  // @unchecked Sendable: as SubscriptionCore; the queue, the handler and the phase are
+  // in `state`, guarded by its lock; `priority` is immutable.
+  @usableFromInline typealias Handler = ActorHandlerBody<Message>
+
+  @usableFromInline let state: Lock<ActorHandlerState<Message>>
+  /// The priority of the task that subscribed, given to every draining task.
+  @usableFromInline let priority: TaskPriority
+  /// Set by the first ``finish()``: later calls have nothing to release.
+  let isClosed = Atomic<Bool>(false)
+  /// The actor, held weakly, so that the handle knows when it is gone. Written once
+  /// before the subscription is published.
+  @usableFromInline weak var source: (any Detaching)?
+  /// The owner, or the handle of a subscription it owns. Written once before the
+  /// subscription is published.
+  @usableFromInline weak var owner: AnyObject?
+
+  /// Makes a handler subscription and its handle.
+  ///
+  /// - Parameters:
+  ///   - source: The actor, held weakly, so that the handle knows when it is gone.
+  ///   - owner: Held weakly; nil makes the returned handle the owner.
+  @usableFromInline
+  static func make(
+    source: any Detaching,
+    owner: (any AnyObject & Sendable)?,
+    isOnce: Bool,
+    _ handler: Handler
+  ) -> (ActorHandler<Message>, Subscription) {
+    if case .plain = handler { precondition(owner == nil, "Evented: a plain handler is owned by its handle") }
+    let core = ActorHandler(isOnce: isOnce, handler: handler)
+    core.source = source
+    let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
+    core.owner = owner ?? subscription
+    return (core, subscription)
+  }
+
+  private init(isOnce: Bool, handler: Handler) {
+    state = Lock.make(ActorHandlerState(handler: handler))
+    priority = Task.currentPriority
+    super.init(isOnce: isOnce, target: nil)
+  }
+
+  @usableFromInline override var isSourceAlive: Bool { source != nil }
+
+  @usableFromInline override var liveOwner: AnyObject? { owner }
+
+  /// Whether the subscription was not ended and its owner is alive.
+  var isLive: Bool {
+    !isEnded && owner != nil
+  }
+
+  /// Queues `message` and starts the draining task if none runs.
+  ///
+  /// A dead owner is not looked for here (a weak load per message): the draining task
+  /// finds it before delivering and ends the subscription, and a sweep finds it too.
+  ///
+  /// - Returns: false if the subscription is over and should be removed.
+  @inlinable @inline(__always)
+  func push(_ message: Message) -> Bool {
+    if isEnded { return false }
+    switch state.withLock({ $0.push(message) }) {
+    case .queued: return true
+    case .refused: return false
+    case .start:
+      startDraining()
+      return true
+    }
+  }
+
+  @inlinable
+  func startDraining() {
+    Task.detached(priority: priority) { await self.drain() }
+  }
+
+  /// Delivers the queue until it is empty or the subscription ends.
+  @inlinable
+  func drain() async {
+    var batch = Ring<Message>()
+    while true {
+      let handler: Handler
+      switch state.withLock({ $0.take(into: &batch) }) {
+      case .deliver(let taken): handler = taken
+      case .stop(let released):
+        _ = released
+        return
+      }
+      while let message = batch.removeFirst() {
+        guard markStarted() else {
+          finish()
+          return
+        }
+        switch handler {
+        case .plain(let body):
+          // Owned by its handle, whose deinit cancels: the ended bit says it all.
+          if isOnce { end() }
+          await body(message)
+        case .owned(let body):
+          guard let owner else {
+            markReturned()
+            finish()
+            return
+          }
+          if isOnce { end() }
+          await body(owner, message)
+        }
+        markReturned()
+        if isOnce {
+          finish()
+          return
+        }
+      }
+    }
+  }
+
+  /// Marks the handler as started, unless the subscription has ended.
+  ///
+  /// - Returns: false if it has ended: the handler must not start.
+  @usableFromInline
+  func markStarted() -> Bool {
+    startAsync()
+  }
+
+  /// Marks the handler started by ``markStarted()`` as returned.
+  @usableFromInline
+  func markReturned() {
+    finishAsync()
+  }
+
+  /// Ends the subscription: refuses further messages and releases the queue and the
+  /// handler (outside the lock). A delivery already started may still be running.
+  @usableFromInline
+  func finish() {
+    end()
+    guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    let released = state.withLock { $0.close() }
+    _ = released
+  }
+
+  override func cancel() {
+    finish()
+  }
+
+  /// The source is gone: an idle subscription releases its handler now, a draining one
+  /// after delivering what is queued.
+  func sourceEnded() {
+    if isClosed.load(ordering: .acquiring) { return }
+    let released = state.withLock { $0.endSource() }
+    _ = released
+  }
+}
+
+/// A handler as the user gave it (no wrapping closure, hence one allocation and one
+/// call fewer).
+@usableFromInline
+enum ActorHandlerBody<Message: Sendable>: Sendable {
+  /// Called with the owner, which the draining task loads before each delivery.
+  case owned(@Sendable (AnyObject, Message) async -> Void)
+  /// Called with the message alone. Only for a subscription owned by its handle: the
+  /// handle's deinit cancels it, so the ended bit is the whole liveness check.
+  case plain(@Sendable (Message) async -> Void)
+}
+
+/// What a push did.
+@usableFromInline
+enum ActorPush {
+  /// Queued for the task that is draining.
+  case queued
+  /// Queued; the caller must start a draining task.
+  case start
+  /// The subscription is closed.
+  case refused
+}
+
+/// What a draining task does next.
+@usableFromInline
+enum ActorTake<Handler> {
+  /// Delivers the batch it took with this handler.
+  case deliver(Handler)
+  /// Ends; releases `release` (if any) after unlocking.
+  case stop(release: Handler?)
+}
+
+/// The state of one `ActorHandler`, guarded by its lock.
+@usableFromInline
+struct ActorHandlerState<Message: Sendable> {
+  @usableFromInline typealias Handler = ActorHandler<Message>.Handler
+
+  @usableFromInline var queue = Ring<Message>()
+  /// Nil once closed, or once the source is gone and the queue delivered.
+  @usableFromInline var handler: Handler?
+  @usableFromInline var isDraining = false
+  @usableFromInline var isSourceEnded = false
+
+  init(handler: Handler) {
+    self.handler = handler
+  }
+
+  @inlinable
+  mutating func push(_ message: Message) -> ActorPush {
+    guard handler != nil else { return .refused }
+    queue.append(message)
+    if isDraining { return .queued }
+    isDraining = true
+    return .start
+  }
+
+  /// Swaps the queue with the draining task's empty `batch`.
+  ///
+  /// - Returns: The handler to deliver the batch with; or, if there is nothing to
+  ///   deliver, that the task ends (the state is idle again, or closed), with the
+  ///   handler to release after unlocking if the source is gone.
+  @inlinable
+  mutating func take(into batch: inout Ring<Message>) -> ActorTake<Handler> {
+    guard let handler, queue.count > 0 else {
+      isDraining = false
+      // Both are empty: keep the larger storage for the next pushes.
+      if handler != nil, batch.capacity > queue.capacity { swap(&queue, &batch) }
+      return .stop(release: isSourceEnded ? self.handler.take() : nil)
+    }
+    swap(&queue, &batch)
+    return .deliver(handler)
+  }
+
+  /// - Returns: What to release after unlocking.
+  mutating func close() -> (Handler?, Ring<Message>) {
+    (handler.take(), queue.take())
+  }
+
+  /// - Returns: What to release after unlocking.
+  mutating func endSource() -> Handler? {
+    isSourceEnded = true
+    return isDraining ? nil : handler.take()
+  }
+}

@@ -1,0 +1,24 @@
+/// How many undelivered elements an asynchronous sequence keeps, and which it drops
+/// when full. The vocabulary of `AsyncStream`.
+///
+/// ```swift
+/// for await error in model.didFail.events(bufferingPolicy: .bufferingNewest(10)) { … }
+/// ```
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** A value type; `Sendable`.
+/// - **Ordering:** Whatever is kept is delivered in commit order.
+/// - **Reentrancy:** Not applicable.
+/// - **Lifetime:** Dropped elements are released when they are dropped, outside every
+///   internal lock.
+public enum BufferingPolicy: Sendable, Hashable {
+  /// Keeps every undelivered element: nothing is lost, memory grows with a slow
+  /// consumer.
+  case unbounded
+  /// Keeps the oldest `limit` undelivered elements and drops newer ones when full.
+  case bufferingOldest(Int)
+  /// Keeps the newest `limit` undelivered elements and drops the oldest when full.
+  /// `.bufferingNewest(1)` always ends on the latest element.
+  case bufferingNewest(Int)
+}

@@ -1,0 +1,209 @@
+import Testing
+
+@testable import Evented
+
+/// Everything a handler saw, in order.
+private final class Seen: Sendable {
+  let items = Monitor<[Int]>([])
+  func append(_ item: Int) { items.withLock { $0.append(item) } }
+  var all: [Int] { items.withLock { $0 } }
+  var count: Int { items.withLock { $0.count } }
+}
+
+/// A gate that tasks await without blocking a thread: `open()` resumes every waiter.
+private final class AsyncGate: Sendable {
+  private let state = Monitor<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+  func wait() async {
+    await withCheckedContinuation { continuation in
+      let resumeNow = state.withLock { state in
+        if state.isOpen { return true }
+        state.waiters.append(continuation)
+        return false
+      }
+      if resumeNow { continuation.resume() }
+    }
+  }
+
+  func open() {
+    let waiters = state.withLock { state in
+      state.isOpen = true
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  var isOpen: Bool { state.withLock { $0.isOpen } }
+}
+
+/// The handler subscriptions of the actor variants run their handler in a task that
+/// exists only while the subscription has queued messages. These tests show that the
+/// promises hold across the starts and ends of that task.
+@Suite struct ActorHandlerTests {
+  @Test func actorHandlerKeepsSendOrderAndNeverOverlapsWhileItsTaskEndsAndRestarts() async {
+    let source = ActorEventSource<Int>()
+    let seen = Seen()
+    let overlaps = OverlapProbe()
+    let subscription = await source.observe { event in
+      overlaps.enter()
+      if event.isMultiple(of: 7) { await Task.yield() }
+      seen.append(event)
+      overlaps.leave()
+    }
+    var next = 0
+    for round in 0..<60 {
+      // Alternately one event at a time (the task ends between them) and bursts (the
+      // task finds a full queue).
+      let burst = round.isMultiple(of: 2) ? 1 : 25
+      for _ in 0..<burst {
+        await source.send(next)
+        next += 1
+      }
+      if round.isMultiple(of: 2) {
+        let expected = next
+        #expect(await settles { seen.count == expected })
+      }
+    }
+    let total = next
+    #expect(await settles { seen.count == total })
+    #expect(seen.all == Array(0..<total))
+    #expect(overlaps.overlaps.load(ordering: .relaxed) == 0)
+    subscription.cancel()
+  }
+
+  @Test func actorPropertyHandlerKeepsCommitOrderWhileItsTaskEndsAndRestarts() async {
+    let property = ActorProperty(0)
+    let seen = Seen()
+    let subscription = await property.observe { value in seen.append(value) }
+    for value in 1...200 {
+      await property.setValue(value)
+      if value.isMultiple(of: 20) {
+        #expect(await settles { seen.all.last == value })
+      }
+    }
+    #expect(await settles { seen.count == 201 })
+    #expect(seen.all == Array(0...200))
+    subscription.cancel()
+  }
+
+  @Test func cancelIsFinalWhileTheDrainTaskIsMidQueue() async {
+    let source = ActorEventSource<Int>()
+    let seen = Seen()
+    let entered = AsyncGate()
+    let release = AsyncGate()
+    let subscription = await source.observe { event in
+      seen.append(event)
+      if event == 0 {
+        entered.open()
+        await release.wait()
+      }
+    }
+    for event in 0..<50 { await source.send(event) }
+    await entered.wait()
+    // The task is inside the first delivery with 49 more queued.
+    subscription.cancel()
+    release.open()
+    #expect(await source.observerCount == 0)
+    await source.send(50)
+    let more = await settles(timeout: .milliseconds(100)) { seen.count > 1 }
+    #expect(!more, "no delivery starts after cancel() returned")
+    #expect(seen.all == [0])
+  }
+
+  @Test func deadOwnersDrainTaskEndsAndReleasesTheCapturesWithoutAnotherSend() async {
+    let source = ActorEventSource<Int>()
+    let live = LiveCount()
+    let seen = Seen()
+    let entered = AsyncGate()
+    let release = AsyncGate()
+    var owner: Tracked? = Tracked(live, id: 1)
+    do {
+      let captured = Tracked(live, id: 2)
+      await source.observe(with: owner!) { _, event in
+        _ = captured
+        seen.append(event)
+        if event == 0 {
+          entered.open()
+          await release.wait()
+        }
+      }
+    }
+    for event in 0..<20 { await source.send(event) }
+    await entered.wait()
+    owner = nil
+    // The running delivery keeps the owner alive until it returns.
+    #expect(live.value == 2)
+    release.open()
+    #expect(await settles { live.value == 0 }, "the owner and the handler's captures were released")
+    #expect(seen.all == [0], "nothing is delivered to a dead owner")
+    #expect(await source.observerCount == 0)
+  }
+
+  @Test func handlerDeliversWhatIsQueuedThenReleasesItsCapturesWhenTheSourceIsDeinitialized() async {
+    var source: ActorEventSource<Int>? = ActorEventSource()
+    let live = LiveCount()
+    let seen = Seen()
+    let entered = AsyncGate()
+    let release = AsyncGate()
+    let subscription: Subscription
+    do {
+      let captured = Tracked(live)
+      subscription = await source!.observe { event in
+        _ = captured
+        seen.append(event)
+        if event == 0 {
+          entered.open()
+          await release.wait()
+        }
+      }
+    }
+    for event in 0..<10 { await source!.send(event) }
+    await entered.wait()
+    source = nil
+    #expect(!subscription.isActive)
+    release.open()
+    #expect(await settles { seen.count == 10 })
+    #expect(seen.all == Array(0..<10))
+    #expect(await settles { live.value == 0 }, "the handler's captures were released after the queue")
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func idleHandlerReleasesItsCapturesWhenTheSourceIsDeinitialized() async {
+    var property: ActorProperty<Int>? = ActorProperty(0)
+    let live = LiveCount()
+    let seen = Seen()
+    let subscription: Subscription
+    do {
+      let captured = Tracked(live)
+      subscription = await property!.observe { value in
+        _ = captured
+        seen.append(value)
+      }
+    }
+    #expect(await settles { seen.count == 1 })
+    // Let the task that delivered the current value end.
+    _ = await settles(timeout: .milliseconds(20)) { false }
+    property = nil
+    #expect(await settles { live.value == 0 })
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func handlerRunsAtThePriorityOfTheSubscribingTask() async {
+    let source = ActorEventSource<Int>()
+    let priorities = Monitor<[TaskPriority]>([])
+    let made = Monitor<Subscription?>(nil)
+    // Not awaited: awaiting the task would raise its priority to the test's.
+    Task(priority: .utility) {
+      let subscription = await source.observe { _ in
+        let priority = Task.currentPriority
+        priorities.withLock { $0.append(priority) }
+      }
+      made.withLock { $0 = subscription }
+    }
+    #expect(await settles { made.withLock { $0 } != nil })
+    await Task(priority: .high) { await source.send(1) }.value
+    #expect(await settles { priorities.withLock { $0.count } == 1 })
+    #expect(priorities.withLock { $0 } == [.utility])
+    made.withLock { $0 }?.cancel()
+  }
+}
