@@ -43,7 +43,8 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
   @usableFromInline weak var source: (any Detaching)?
-  /// The owner, or the handle of a subscription it owns. Written once before the
+  /// The owner; nil for a subscription its handle owns (whose handle's deinit cancels
+  /// it, so that it needs no weak reference to the handle). Written once before the
   /// subscription is published.
   @usableFromInline weak var owner: AnyObject?
 
@@ -63,7 +64,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     let core = ActorHandler(isOnce: isOnce, handler: handler)
     core.source = source
     let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
-    core.owner = owner ?? subscription
+    core.owner = owner
     return (core, subscription)
   }
 
@@ -75,11 +76,11 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
 
   @usableFromInline override var isSourceAlive: Bool { source != nil }
 
-  @usableFromInline override var liveOwner: AnyObject? { owner }
+  @usableFromInline override var liveOwner: AnyObject? { isOwnedByHandle ? self : owner }
 
   /// Whether the subscription was not ended and its owner is alive.
   var isLive: Bool {
-    !isEnded && owner != nil
+    !isEnded && hasOwner
   }
 
   /// Queues `message` and starts the draining task if none runs.
