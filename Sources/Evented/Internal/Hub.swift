@@ -355,22 +355,24 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// another thread waits for it.
   @inlinable
   func drain(_ first: Pending<Message>) {
-    let me = currentThreadID()
-    let depth = DeliveringThread.enter()
-    defer { DeliveringThread.exit(depth) }
-    let live = first.deliver(me: me)
-    drainQueue(me: me, foundGone: !live)
+    drain { first.deliver(me: $0) }
   }
 
   /// Delivers the parcel `first`, then every delivery queued meanwhile, as the other
   /// `drain`.
   @inlinable
   func drain(_ first: Parcel<Message>) {
+    drain { first.deliver(me: $0) }
+  }
+
+  /// Runs `deliverFirst` (given the thread's ID; false if it met an ended or ownerless
+  /// subscription), then the queue, counting the thread as delivering meanwhile.
+  @inlinable @inline(__always)
+  func drain(deliveringFirst deliverFirst: (UInt) -> Bool) {
     let me = currentThreadID()
     let depth = DeliveringThread.enter()
     defer { DeliveringThread.exit(depth) }
-    let live = first.deliver(me: me)
-    drainQueue(me: me, foundGone: !live)
+    drainQueue(me: me, foundGone: !deliverFirst(me))
   }
 
   /// Delivers the queued deliveries until the queue is empty or the role is handed

@@ -15,6 +15,15 @@
 // in the caller's module.
 
 extension Hub {
+  /// Adds `entry`, replaying the current value first if `replay` is given, and returns
+  /// its handle.
+  @inlinable
+  func attach(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)?) -> Subscription {
+    let subscription = Subscription(core: entry)
+    subscribe(entry, replay: replay)
+    return subscription
+  }
+
   /// Subscribes a handler owned by `owner`.
   @inlinable
   func observe<Owner: AnyObject & Sendable>(
@@ -33,9 +42,7 @@ extension Hub {
     } else {
       entry = OwnedEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry)
-    subscribe(entry, replay: replay)
-    return subscription
+    return attach(entry, replay: replay)
   }
 
   /// Subscribes a handler owned by the returned handle.
@@ -55,9 +62,7 @@ extension Hub {
     } else {
       entry = HandleEntry(isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry)
-    subscribe(entry, replay: replay)
-    return subscription
+    return attach(entry, replay: replay)
   }
 
   /// Subscribes a handler of a property's new values, owned by `owner`.
@@ -78,9 +83,7 @@ extension Hub {
     } else {
       entry = OwnedValueEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry)
-    subscribe(entry, replay: replay)
-    return subscription
+    return attach(entry, replay: replay)
   }
 
   /// Subscribes a handler of a property's new values, owned by the returned handle.
@@ -100,9 +103,7 @@ extension Hub {
     } else {
       entry = HandleValueEntry(isOnce: isOnce, target: target, handler: handler)
     }
-    let subscription = Subscription(core: entry)
-    subscribe(entry, replay: replay)
-    return subscription
+    return attach(entry, replay: replay)
   }
 
   /// Subscribes a main-actor handler owned by `owner`, delivered on the main queue.

@@ -5,7 +5,7 @@
 /// cores; the result is decided by `isDone`, and the deadline only bounds the wait.
 func settles(
   isolation: isolated (any Actor)? = #isolation,
-  timeout: Duration = .seconds(20),
+  timeout: Duration = .seconds(60),
   _ isDone: () async -> Bool
 ) async -> Bool {
   let deadline = ContinuousClock.now + timeout
