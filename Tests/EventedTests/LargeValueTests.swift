@@ -219,6 +219,28 @@ func paths(_ all: [StackPath], _ prefixes: String...) -> [StackPath] {
     withExtendedLifetime((first, second, third, fourth)) {}
   }
 
+  @Test func combinationsAndChainsOfLargeValuesFollowTheirSources() {
+    let left = Property(MediumValue(1))
+    let right = Property(MediumValue(10))
+    let pair = left.combineLatest(right)
+    let pairs = Monitor<[String]>([])
+    let first = pair.observe { l, r in pairs.withLock { $0.append("\(l.generation),\(r.generation)") } }
+    left.value = MediumValue(2)
+    right.modify { $0.generation = 20 }
+    #expect(pairs.withLock { $0 } == ["1,10", "2,10", "2,20"])
+
+    let chosen = Property(true)
+    let chain = chosen.flatMapLatest { $0 ? left : right }
+    let followed = Monitor<[Int]>([])
+    let second = chain.observe { value in followed.withLock { $0.append(value.generation) } }
+    chosen.value = false
+    left.value = MediumValue(3)  // no longer followed
+    right.value = MediumValue(30)
+    #expect(followed.withLock { $0 } == [2, 20, 30])
+    #expect(chain.value.generation == 30)
+    withExtendedLifetime((first, second)) {}
+  }
+
   /// Prints how much stack each path takes (run with EVENTED_STACK_FIGURES=1).
   @Test(.enabled(if: ProcessInfo.processInfo.environment["EVENTED_STACK_FIGURES"] != nil))
   func stackFiguresOfEveryPath() {
