@@ -54,6 +54,10 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// running on another thread is waited for, as with ``Subscription/cancel()``. This
   /// holds when several threads call it at once, too: each call also ends, and waits
   /// for, the subscriptions that another call removed and is still ending.
+  ///
+  /// - Important: A handler that has cancelled its own subscription is still waited
+  ///   for while it runs. As with `cancel()`, a handler that waits for the thread
+  ///   calling this (a lock it holds, a semaphore it would signal) deadlocks.
   public func removeAllObservers() {
     hub.removeAll()
   }

@@ -185,7 +185,8 @@ final class Condition: @unchecked Sendable {
 enum DeliveringThread {
   private static let key: pthread_key_t = {
     var key = pthread_key_t()
-    pthread_key_create(&key) { depth in free(depth) }
+    let status = pthread_key_create(&key) { depth in free(depth) }
+    precondition(status == 0, "Evented: pthread_key_create failed with error \(status)")
     return key
   }()
 
