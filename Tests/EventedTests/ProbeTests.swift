@@ -9,11 +9,25 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import Evented
+@_spi(FaultInjection) @testable import Evented
 
 /// The number of slots (live, ended-but-listed and tombstones) of a lock-based hub.
 private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
   hub.storage.withLock { $0.slots.count }
+}
+
+/// Plants the bug named by `EVENTED_PROBE_PLANT` (a `FaultInjection.Bug` raw value),
+/// to check that the probes fail on a broken promise. Unset in normal runs.
+private func plantFromEnvironment() {
+  if let raw = ProcessInfo.processInfo.environment["EVENTED_PROBE_PLANT"], let value = UInt8(raw) {
+    FaultInjection.planted = FaultInjection.Bug(rawValue: value)
+  }
+}
+
+/// A weak reference to a derived node.
+private final class WeakNode: @unchecked Sendable {
+  weak var value: AnyObject?
+  init(_ value: AnyObject?) { self.value = value }
 }
 
 @Suite struct ProbeTests {
@@ -23,6 +37,7 @@ private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
   /// After `cancel()` returns, no invocation may start, and the capture must already be
   /// released (the canceller waited for the running invocation, then released it).
   private func cancelRace(delivery: Delivery, owned: Bool, rounds: Int) {
+    plantFromEnvironment()
     for round in 0..<rounds {
       let source = EventSource<Int>()
       let live = LiveCount()
@@ -109,6 +124,7 @@ private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
   /// source's listing). Dropping it on one thread while the handler runs on another must
   /// wait for the invocation, never call it again, and release the capture once.
   @Test(arguments: [false, true]) func probeHandleDroppedMidInlineDelivery(viaQueue: Bool) {
+    plantFromEnvironment()
     let source = EventSource<Int>()
     let live = LiveCount()
     let entered = Gate()
@@ -468,6 +484,7 @@ private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
   }
 
   @Test func probeDeadOwnersReleasedByNextSend() {
+    plantFromEnvironment()
     let source = EventSource<Int>()
     let live = LiveCount()
     var owners: [Owner] = (0..<50).map { _ in Owner() }
@@ -554,5 +571,142 @@ private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
     #expect(calls.value == 0)
     #expect(live.value == 0)
     #expect(source.observerCount == 0)
+  }
+
+  // MARK: - Cycles through a handle, and derived values under concurrency
+
+  /// A handler that captures its own handle is a cycle (handle, entry, handler); the
+  /// source's deinit ends the subscription and must break it.
+  @Test func probeSourceDeinitBreaksAHandleCycle() {
+    let live = LiveCount()
+    var source: EventSource<Int>? = EventSource<Int>()
+    do {
+      let box = SubscriptionBox()
+      let tracked = Tracked(live)
+      box.subscription = source!.observe { _ in
+        withExtendedLifetime(tracked) {}
+        withExtendedLifetime(box) {}
+      }
+    }
+    source!.send(1)
+    #expect(live.value == 1)
+    source = nil
+    #expect(live.value == 0, "the handle cycle outlived its source")
+  }
+
+  /// Handles of a derived value's observers are dropped and remade on one thread while
+  /// another sends upstream: every delivery visits entries unretained, and the node is
+  /// kept alive only by its observers. Nothing may crash, and when everything is
+  /// dropped the node is freed and the upstream count returns to zero.
+  @Test func probeDerivedObserversChurnWhileUpstreamDelivers() {
+    for round in 0..<20 {
+      let upstream = EventSource<Int>()
+      let property = Property(0)
+      let stop = Atomic<Bool>(false)
+      let calls = Counter()
+      let nodes = Monitor<[WeakNode]>([])
+      let sender = Spawned {
+        var event = 0
+        while !stop.load(ordering: .relaxed) {
+          upstream.send(event)
+          property.value = event
+          event += 1
+        }
+      }
+      let churn = Spawned {
+        for index in 0..<200 {
+          let mapped = upstream.map { $0 + 1 }.filter { $0 % 2 == 0 }
+          let derived = property.map { $0 * 2 }.combineLatest(property.map { $0 + 1 })
+          let node = WeakNode(derived.derived)
+          nodes.withLock { $0.append(node) }
+          var handles = [
+            mapped.observe { _ in calls.increment() },
+            derived.observe { _ in calls.increment() },
+          ]
+          if (index + round) % 3 == 0 {
+            // Drop one from inside its own handler, on the delivering thread.
+            let box = SubscriptionBox()
+            box.subscription = derived.observeChanges { _ in box.subscription = nil }
+          }
+          handles.removeFirst((index + round) % 2)
+          handles.removeAll()
+        }
+      }
+      #expect(churn.join())
+      stop.store(true, ordering: .relaxed)
+      #expect(sender.join())
+      upstream.send(-1)
+      property.value = -1
+      #expect(upstream.observerCount == 0)
+      #expect(property.observerCount == 0)
+      let kept = nodes.withLock { $0.filter { $0.value != nil }.count }
+      #expect(kept == 0, "\(kept) derived nodes kept after all observers were dropped")
+    }
+  }
+
+  /// flatMapLatest switches on one thread while both targets are written on others.
+  /// When writers stop, the observer ends on the chain's value, and only the current
+  /// target is observed.
+  @Test func probeFlatMapLatestSwitchingUnderConcurrentWrites() {
+    for round in 0..<10 {
+      let a = Property(0)
+      let b = Property(1_000_000)
+      let useA = Property(true)
+      let chain = useA.flatMapLatest { $0 ? a : b }
+      let last = Monitor<Int?>(nil)
+      let handle = chain.observe { value in last.withLock { $0 = value } }
+      #expect(
+        onThreads(3) { thread in
+          for index in 0..<2_000 {
+            switch thread {
+            case 0: useA.value = (index + round) % 3 != 0
+            case 1: a.value = index
+            default: b.value = 1_000_000 + index
+            }
+          }
+        })
+      let expected = chain.value
+      #expect(last.current == expected, "observer ended on \(String(describing: last.current)), value \(expected)")
+      #expect(a.observerCount + b.observerCount == 1)
+      #expect(useA.value ? a.observerCount == 1 : b.observerCount == 1)
+      #expect(slotCount(a.hub) <= 64 && slotCount(b.hub) <= 64)
+      withExtendedLifetime(handle) {}
+    }
+  }
+
+  // MARK: - The per-thread delivering depth
+
+  /// A handler running on a `.queue` target counts as delivering: a send it makes to
+  /// another source whose backlog is full must not wait for room (the deliverer of
+  /// that source is blocked until this send returns, so waiting would deadlock).
+  @Test func probeQueueHandlerSendingToAFullSourceDoesNotWait() {
+    let full = EventSource<Int>(backlogLimit: 1)
+    let entered = Gate()
+    let release = Gate()
+    let fullHandle = full.observe { event in
+      if event == 1 {
+        entered.open()
+        _ = release.wait()
+      }
+    }
+    let deliverer = Spawned { full.send(1) }
+    #expect(entered.wait())
+    full.send(2)  // queued: the backlog is at its limit now
+    let source = EventSource<Int>()
+    let queue = DispatchQueue(label: "probe-depth")
+    let returned = Gate()
+    let handle = source.observe(on: .queue(queue)) { _ in
+      full.send(3)
+      returned.open()
+    }
+    // Spawned threads too, so the depth counter of fresh and exited threads is used.
+    for index in 0..<8 { #expect(completesOnAnotherThread { source.send(index) }) }
+    #expect(returned.wait(), "a queued handler waited for room in another source's backlog")
+    release.open()
+    #expect(deliverer.join())
+    let drained = Gate()
+    queue.async { drained.open() }
+    #expect(drained.wait())
+    withExtendedLifetime((fullHandle, handle)) {}
   }
 }
