@@ -473,7 +473,7 @@ private final class WeakNode: @unchecked Sendable {
     let source = EventSource<Int>()
     let keeper = source.observe { _ in }
     var handles = (0..<1_000).map { _ in source.observe { _ in } }
-    handles.forEach { $0.cancel() }
+    for handle in handles { handle.cancel() }
     let owner = Owner()
     for _ in 0..<100 { source.observeOnce(with: owner) { _, _ in } }
     source.send(1)
@@ -708,5 +708,60 @@ private final class WeakNode: @unchecked Sendable {
     queue.async { drained.open() }
     #expect(drained.wait())
     withExtendedLifetime((fullHandle, handle)) {}
+  }
+
+  // MARK: - Behaviour changes of lazy removal (reproductions, marked as known issues)
+
+  /// Delivery's documentation says a queue given to `.queue(_:)` is retained until the
+  /// subscription ends. An ended entry now stays listed until its source meets it, and
+  /// it holds its private serial queue (which retains the given queue): after
+  /// `cancel()` and dropping the handle, the queue lives on until a send, a scan or
+  /// `observerCount`, or forever if the source is never touched again.
+  @Test func probeKnownIssueEndedQueueSubscriptionKeepsItsQueueUntilSwept() {
+    let source = EventSource<Int>()
+    let keeper = source.observe { _ in }
+    let privateQueue = WeakNode(nil)
+    do {
+      let handle = source.observe(on: .queue(DispatchQueue(label: "probe-retained"))) { _ in }
+      privateQueue.value = (handle.core as? Entry<Int>)?.target?.queue
+      #expect(privateQueue.value != nil)
+      handle.cancel()
+    }
+    withKnownIssue("an ended .queue subscription keeps its delivery queue until its source sweeps it") {
+      #expect(privateQueue.value == nil)
+    }
+    _ = source.observerCount  // sweeps
+    #expect(privateQueue.value == nil)
+    withExtendedLifetime(keeper) {}
+  }
+
+  /// A handler that cancelled itself stays listed while it runs (before, `cancel()`
+  /// removed it at once), so `removeAllObservers()` on another thread now waits for it.
+  /// If that handler then waits for the removing thread, this deadlocks where it did
+  /// not before. Whether waiting is wanted is a design question; this records it.
+  @Test func probeKnownIssueRemoveAllWaitsForAHandlerThatCancelledItself() {
+    let source = EventSource<Int>()
+    let box = SubscriptionBox()
+    let entered = Gate()
+    let release = Gate()
+    box.subscription = source.observe { _ in
+      box.cancel()  // ends itself, from inside
+      entered.open()
+      _ = release.wait()
+    }
+    let sender = Spawned { source.send(1) }
+    #expect(entered.wait())
+    let removed = Gate()
+    let remover = Spawned {
+      source.removeAllObservers()
+      removed.open()
+    }
+    let returnedWhileItRan = removed.wait(timeout: .milliseconds(300))
+    release.open()
+    #expect(remover.join())
+    #expect(sender.join())
+    withKnownIssue("removeAllObservers() waits for a handler that had already cancelled itself") {
+      #expect(returnedWhileItRan)
+    }
   }
 }
