@@ -735,11 +735,13 @@ private final class WeakNode: @unchecked Sendable {
     withExtendedLifetime(keeper) {}
   }
 
-  /// A handler that cancelled itself stays listed while it runs (before, `cancel()`
-  /// removed it at once), so `removeAllObservers()` on another thread now waits for it.
-  /// If that handler then waits for the removing thread, this deadlocks where it did
-  /// not before. Whether waiting is wanted is a design question; this records it.
-  @Test func probeKnownIssueRemoveAllWaitsForAHandlerThatCancelledItself() {
+  /// A handler that cancelled itself stays listed while it runs (at 87f417c `cancel()`
+  /// removed it at once, and `removeAllObservers()` on another thread returned without
+  /// waiting for it). Now `removeAllObservers()` waits for it, as its documentation
+  /// says ("a handler that is running on another thread is waited for"). The other
+  /// side of this change: a handler that cancels itself and then waits for the thread
+  /// calling `removeAllObservers()` deadlocks now, where it did not before.
+  @Test func probeRemoveAllWaitsForAHandlerThatCancelledItself() {
     let source = EventSource<Int>()
     let box = SubscriptionBox()
     let entered = Gate()
@@ -760,8 +762,6 @@ private final class WeakNode: @unchecked Sendable {
     release.open()
     #expect(remover.join())
     #expect(sender.join())
-    withKnownIssue("removeAllObservers() waits for a handler that had already cancelled itself") {
-      #expect(returnedWhileItRan)
-    }
+    #expect(!returnedWhileItRan, "removeAllObservers() returned while a handler of the source ran on another thread")
   }
 }
