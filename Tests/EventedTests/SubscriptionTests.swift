@@ -271,4 +271,21 @@ private func slotCount<Value>(_ property: Property<Value>) -> Int {
     #expect(largest <= 2 * kept.count + 64)
     #expect(source.observerCount == kept.count)
   }
+
+  /// A subscription made and cancelled before the next subscribe is replaced where it
+  /// was: the slots do not grow, and the others keep their order.
+  @Test func subscribeReplacesACancelledSubscriptionAtTheEndInPlace() {
+    let source = EventSource<Int>()
+    let seen = Recorder<Int>()
+    let kept = (0..<3).map { index in source.observe { seen.append(index * 100 + $0) } }
+    for round in 0..<1_000 {
+      source.observe { seen.append(-1 - $0) }.cancel()
+      #expect(slotCount(source) <= kept.count + 1, "round \(round): \(slotCount(source)) slots")
+    }
+    let last = source.observe { seen.append(1_000 + $0) }
+    #expect(slotCount(source) == kept.count + 1)
+    source.send(7)
+    #expect(seen.values == [7, 107, 207, 1_007])
+    withExtendedLifetime((kept, last)) {}
+  }
 }

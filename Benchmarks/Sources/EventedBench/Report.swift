@@ -25,6 +25,9 @@ struct Row {
   }
 }
 
+/// The rows that measure bytes in a child process: no time, so no CPU column.
+let memoryRows: Set<String> = ["W6", "W8", "W8e"]
+
 struct TargetCheck: Codable {
   let workload: String
   let text: String
@@ -59,7 +62,7 @@ struct Report {
         case .unavailable(let reason)?: return reason
         case .measured(let value)?:
           var text = (row.ratio(peer).map { String(format: "%.2f×", $0) } ?? "–") + " (" + format(value.wall)
-          if row.workload.id == "W6" { text += " B" }
+          if memoryRows.contains(row.workload.id) { text += " B" }
           text += ")"
           if let lost = value.lost { text += lost == 0 ? ", 0 lost" : ", \(lost) lost" }
           if let warning = value.warning { text += " ⚠ \(warning)" }
@@ -70,7 +73,7 @@ struct Report {
       lines.append(
         "| \(row.workload.id) \(row.workload.title) (\(row.workload.unit)) | " + cells.joined(separator: " | ") + " |")
     }
-    let cpuRows = rows.filter { $0.workload.id != "W6" }
+    let cpuRows = rows.filter { !memoryRows.contains($0.workload.id) }
     if !cpuRows.isEmpty {
       lines.append("")
       lines.append(
@@ -126,7 +129,7 @@ struct Report {
         }
         checks.append(
           TargetCheck(
-            workload: id, text: "\(peer.title) \(String(format: "%.0f", value.wall)) B, target ≤ \(Int(bound)) B",
+            workload: id, text: "\(peer.title) \(String(format: "%.1f", value.wall)) B, target ≤ \(Int(bound)) B",
             met: value.wall <= bound))
       }
     }

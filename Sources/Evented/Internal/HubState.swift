@@ -2,8 +2,10 @@
 //
 // - `slots` lists the subscriptions in the order they subscribed. Cancelling takes no
 //   lock: an ended subscription stays listed until the source meets it. Every
-//   subscribe checks the next two slots (`scanCursor`) and vacates an ended or
-//   ownerless one, leaving a nil tombstone; tombstones are compacted once they
+//   subscribe first drops ended subscriptions from the end of the list (so that a
+//   subscription made and cancelled is replaced where it was), then checks the next
+//   two slots (`scanCursor`) and vacates an ended or ownerless one, leaving a nil
+//   tombstone; tombstones are compacted once they
 //   outnumber the live subscriptions, and all of them are swept together when the
 //   slots have doubled since the last sweep (amortized O(1) per subscribe), after a
 //   delivery pass that met an ended or ownerless subscription, and when
@@ -346,11 +348,26 @@ struct HubState<Message, Stored> {
   /// Appends a subscription; sweeps first once the slots have grown to twice the
   /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
   @inlinable mutating func add(_ entry: Entry<Message>, garbage: inout Garbage<Message>) {
+    trimTail(into: &garbage)
     if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage) }
     slots.append(entry)
     live += 1
     dropSnapshot(into: &garbage)
     scanNext(into: &garbage)
+  }
+
+  /// Removes up to two ended subscriptions or tombstones from the end of the slots.
+  /// A subscription made and cancelled before the next subscribe (a reused cell, a
+  /// screen opened and closed) is thus replaced where it was, in constant time: churn
+  /// at the end of the list neither grows the slots nor waits for a sweep. The order
+  /// of the others is untouched.
+  @inlinable mutating func trimTail(into garbage: inout Garbage<Message>) {
+    for _ in 0..<2 {
+      guard let last = slots.last else { return }
+      if let entry = last, !entry.isEnded { return }
+      vacate(slots.count - 1, into: &garbage)
+      slots.removeLast()
+    }
   }
 
   /// Checks the next two slots for a subscription that ended or whose owner is gone,

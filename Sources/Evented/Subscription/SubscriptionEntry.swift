@@ -25,7 +25,6 @@
 //
 // The word orders every access to `handler`: it is read only between a successful
 // start and the matching finish, and cleared only after the end has seen no runner.
-// `slot` is guarded by the lock of the source the subscription belongs to.
 //
 // One object per subscription besides the user's closure and the returned handle:
 // `OwnedEntry` stores a handler that takes the owner, `HandleEntry` one that does not
@@ -254,8 +253,9 @@ final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Se
   // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Owner, Message) -> Void
 
-  /// Replaced by a no-op when released, so that calling it needs no optional thunk.
-  @usableFromInline @exclusivity(unchecked) var handler: Handler
+  /// Set to nil when released (not to a no-op closure: in unspecialized code an empty
+  /// closure of a generic type allocates a context for its type metadata).
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
   /// Written once before the subscription is published.
   @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
 
@@ -268,11 +268,11 @@ final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Se
   @usableFromInline override var liveOwner: AnyObject? { owner }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
-    handler(unsafeDowncast(owner, to: Owner.self), message)
+    if let handler { handler(unsafeDowncast(owner, to: Owner.self), message) }
   }
 
   @usableFromInline override func releaseHandler() {
-    handler = { _, _ in }
+    handler = nil
   }
 }
 
@@ -282,8 +282,8 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
   // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Message) -> Void
 
-  /// Replaced by a no-op when released.
-  @usableFromInline @exclusivity(unchecked) var handler: Handler
+  /// Set to nil when released.
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
 
   @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
@@ -292,11 +292,11 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
   }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
-    handler(message)
+    if let handler { handler(message) }
   }
 
   @usableFromInline override func releaseHandler() {
-    handler = { _ in }
+    handler = nil
   }
 }
 
@@ -312,7 +312,7 @@ final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Val
   // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Owner, Value) -> Void
 
-  @usableFromInline @exclusivity(unchecked) var handler: Handler
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
   /// Written once before the subscription is published.
   @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
 
@@ -325,11 +325,11 @@ final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Val
   @usableFromInline override var liveOwner: AnyObject? { owner }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
-    handler(unsafeDowncast(owner, to: Owner.self), message.new)
+    if let handler { handler(unsafeDowncast(owner, to: Owner.self), message.new) }
   }
 
   @usableFromInline override func releaseHandler() {
-    handler = { _, _ in }
+    handler = nil
   }
 }
 
@@ -339,7 +339,7 @@ final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked 
   // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Value) -> Void
 
-  @usableFromInline @exclusivity(unchecked) var handler: Handler
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
 
   @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
@@ -348,10 +348,10 @@ final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked 
   }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
-    handler(message.new)
+    if let handler { handler(message.new) }
   }
 
   @usableFromInline override func releaseHandler() {
-    handler = { _ in }
+    handler = nil
   }
 }
