@@ -169,7 +169,7 @@ struct Garbage<Message> {
   @inlinable init() {}
 
   /// Keeps a removed subscription to end after unlocking.
-  @inlinable mutating func sweep(_ entry: Entry<Message>) {
+  @inlinable mutating func sweep(_ entry: consuming Entry<Message>) {
     if sweptFirst == nil {
       sweptFirst = entry
     } else if sweptSecond == nil {
@@ -364,9 +364,15 @@ struct HubState<Message, Stored> {
   @inlinable mutating func trimTail(into garbage: inout Garbage<Message>) {
     for _ in 0..<2 {
       guard let last = slots.last else { return }
-      if let entry = last, !entry.isEnded { return }
-      vacate(slots.count - 1, into: &garbage)
+      guard let entry = last else {
+        slots.removeLast()
+        continue
+      }
+      if !entry.isEnded { return }
       slots.removeLast()
+      live -= 1
+      garbage.sweep(entry)
+      dropSnapshot(into: &garbage)
     }
   }
 

@@ -62,7 +62,7 @@ class SubscriptionCore: @unchecked Sendable {
     self.target = target
   }
 
-  @inlinable var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
+  @inlinable final var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
 
   /// Whether the source is alive. A lock-based source ends every subscription when it
   /// is deinitialized, so for those `isEnded` says it all (and the source needs no weak
@@ -71,7 +71,7 @@ class SubscriptionCore: @unchecked Sendable {
   @usableFromInline var isSourceAlive: Bool { true }
 
   /// Whether the owner is alive (always, for a subscription its handle owns).
-  @inlinable var hasOwner: Bool { liveOwner != nil }
+  @inlinable final var hasOwner: Bool { liveOwner != nil }
 
   /// The object to pass to the handler: the owner, loaded strongly (a subclass that
   /// has one overrides this), or this object for a subscription its handle owns; nil
@@ -79,14 +79,14 @@ class SubscriptionCore: @unchecked Sendable {
   @usableFromInline var liveOwner: AnyObject? { self }
 
   /// The thread running the handler now, or 0.
-  @inlinable var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
+  @inlinable final var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
 
   /// Ends the subscription. When this returns, the handler will not start again and
   /// is not running on another thread.
   ///
   /// - Returns: true if this call ended it; false if it had ended already.
   @usableFromInline @discardableResult
-  func end() -> Bool {
+  final func end() -> Bool {
     let me = currentThreadID()
     let old = word.bitwiseOr(Self.ended, ordering: .acquiringAndReleasing).oldValue
     let runner = old & ~(Self.ended | Self.runnerReleases)
@@ -122,12 +122,12 @@ class SubscriptionCore: @unchecked Sendable {
   /// Marks an async handler as started, unless the subscription has ended.
   ///
   /// - Returns: false if it has ended: the handler must not start.
-  func startAsync() -> Bool {
+  final func startAsync() -> Bool {
     word.compareExchange(expected: 0, desired: Self.asyncRunner, ordering: .acquiring).exchanged
   }
 
   /// Marks an async handler started by ``startAsync()`` as returned.
-  func finishAsync() {
+  final func finishAsync() {
     word.wrappingSubtract(Self.asyncRunner, ordering: .releasing)
   }
 
@@ -138,7 +138,7 @@ class SubscriptionCore: @unchecked Sendable {
   /// the handler when it returns; nobody waits for it, so a sweep can never block on a
   /// handler that no one cancelled.
   @usableFromInline
-  func endSwept() {
+  final func endSwept() {
     let old = word.bitwiseOr(Self.ended, ordering: .acquiringAndReleasing).oldValue
     guard old & Self.ended == 0 else { return }
     if old & ~(Self.ended | Self.runnerReleases) != 0 {
