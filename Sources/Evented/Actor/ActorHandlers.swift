@@ -39,7 +39,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// The priority of the task that subscribed, given to every draining task.
   @usableFromInline let priority: TaskPriority
   /// Set by the first ``finish()``: later calls have nothing to release.
-  let isClosed = Atomic<Bool>(false)
+  @usableFromInline let isClosed = Atomic<Bool>(false)
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
   @usableFromInline weak var source: (any Detaching)?
@@ -53,7 +53,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// - Parameters:
   ///   - source: The actor, held weakly, so that the handle knows when it is gone.
   ///   - owner: Held weakly; nil makes the returned handle the owner.
-  @usableFromInline
+  @inlinable
   static func make(
     source: any Detaching,
     owner: (any AnyObject & Sendable)?,
@@ -68,7 +68,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     return (core, subscription)
   }
 
-  private init(isOnce: Bool, handler: Handler) {
+  @inlinable init(isOnce: Bool, handler: Handler) {
     state = Lock.make(ActorHandlerState(handler: handler))
     priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
@@ -225,7 +225,7 @@ struct ActorHandlerState<Message: Sendable> {
   @usableFromInline var isDraining = false
   @usableFromInline var isSourceEnded = false
 
-  init(handler: Handler) {
+  @inlinable init(handler: Handler) {
     self.handler = handler
   }
 

@@ -35,7 +35,7 @@ struct Lock<State>: @unchecked Sendable {
     self.storage = storage
   }
 
-  @usableFromInline static func make(_ initial: State) -> Lock<State> {
+  @inlinable static func make(_ initial: State) -> Lock<State> {
     Lock(storage: LockStorage.make(initial))
   }
 
@@ -72,12 +72,12 @@ struct Lock<State>: @unchecked Sendable {
 /// source's whole engine is one object.
 @usableFromInline
 class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
-  static func make(_ initial: State) -> LockStorage<State> {
+  @inlinable static func make(_ initial: State) -> LockStorage<State> {
     make(LockStorage<State>.self, initial)
   }
 
   /// Allocates an instance of `type` (this class or a subclass) holding `initial`.
-  static func make<Storage: LockStorage<State>>(_ type: Storage.Type, _ initial: State) -> Storage {
+  @inlinable static func make<Storage: LockStorage<State>>(_ type: Storage.Type, _ initial: State) -> Storage {
     let buffer = type.create(minimumCapacity: 1) { _ in initial }
     let lock = unsafeDowncast(buffer, to: Storage.self)
     lock.withUnsafeMutablePointerToElements { mutex in

@@ -41,7 +41,7 @@ public final class Subscription: Hashable, Sendable {
     self.core = core
   }
 
-  init(core: SubscriptionCore, endsOnDeinit: Bool) {
+  @usableFromInline init(core: SubscriptionCore, endsOnDeinit: Bool) {
     core.isOwnedByHandle = endsOnDeinit
     self.core = core
   }
