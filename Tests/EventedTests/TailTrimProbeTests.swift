@@ -237,9 +237,10 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
   // MARK: - The trim meets a handler still running on another thread
 
   /// A handler cancels itself and keeps running on the delivering thread; another thread
-  /// subscribes, and the trim removes the ended entry. The subscribe must not wait for
-  /// the handler (nobody cancelled it from that thread), the handler must finish
-  /// cleanly, and its captures must be released once, when it returns.
+  /// subscribes. The trim leaves the ended entry listed while it runs (so that
+  /// `removeAllObservers()` would wait for it), `observerCount` does not count it, the
+  /// subscribe does not wait for the handler (nobody cancelled it from that thread), and
+  /// the captures are released once, when it returns; the next send removes the entry.
   @Test(arguments: [false, true]) func trimDoesNotWaitForARunningSelfEndedHandler(once: Bool) {
     let source = EventSource<Int>()
     let live = LiveCount()
@@ -272,7 +273,9 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
       handle.withLock { $0 = made }
     }
     #expect(subscriber.join())
-    #expect(slotCount(source.hub) == 1, "the ended last subscription was not replaced in place")
+    #expect(slotCount(source.hub) == 2, "the ended entry was dropped while its handler runs")
+    #expect(source.observerCount == 1, "observerCount counted an ended subscription")
+    #expect(slotCount(source.hub) == 2, "observerCount dropped the ended entry while its handler runs")
     #expect(live.value == 1, "captures released while the handler runs")
     release.open()
     #expect(sender.join())
@@ -281,14 +284,16 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     source.send(2)
     #expect(calls.value == 1)
     #expect(newcomer.values == [2])
+    #expect(slotCount(source.hub) == 1, "the ended entry outlived the first send after it returned")
     checkBookkeeping(source.hub, "end")
     withExtendedLifetime(handle.current) {}
   }
 
   /// `cancel()` from another thread waits for the running handler; meanwhile a third
-  /// thread subscribes and the trim removes the ended entry. `cancel()` must still wait
-  /// for the invocation to return, and release the captures before it returns.
-  @Test func cancelStillWaitsWhenTheTrimRemovesItsEntry() {
+  /// thread subscribes, and the trim leaves the ended entry listed while it runs.
+  /// `cancel()` must still wait for the invocation to return, and release the captures
+  /// before it returns.
+  @Test func cancelStillWaitsWhenASubscribeMeetsItsEntry() {
     let source = EventSource<Int>()
     let live = LiveCount()
     let entered = Gate()
@@ -318,8 +323,8 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
       cancelled.open()
     }
     #expect(eventually { !subscription.isActive })
-    let replacement = source.observe { _ in }  // trims the ended entry
-    #expect(slotCount(source.hub) == 1)
+    let replacement = source.observe { _ in }  // meets the ended entry, still running
+    #expect(slotCount(source.hub) == 2)
     _ = cancelled.wait(timeout: graceForABrokenPromise)
     release.open()
     #expect(canceller.join())
@@ -334,11 +339,12 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
   /// `removeAllObservers()` is final: "when it returns, no handler of the source starts
   /// again, and one running on another thread has been waited for" (Guarantees, 6). A
   /// once-only handler that nobody cancelled is running on another thread; a subscribe
-  /// trims its (ended) entry, then `removeAllObservers()` is called. It must not return
-  /// while that handler still runs.
-  @Test func removeAllWaitsForARunningOnceHandlerAfterASubscribe() {
+  /// may meet its (ended) entry at the end of the list or in its scan, then
+  /// `removeAllObservers()` is called. It must not return while that handler still
+  /// runs. The number of other subscriptions moves the scan's position.
+  @Test(arguments: 0..<4) func removeAllWaitsForARunningOnceHandlerAfterASubscribe(others: Int) {
     let source = EventSource<Int>()
-    let keepers = (0..<3).map { _ in source.observe { _ in } }
+    let keepers = (0..<others).map { _ in source.observe { _ in } }
     let entered = Gate()
     let release = Gate()
     let running = Flag()
@@ -362,20 +368,16 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     release.open()
     #expect(remover.join())
     #expect(sender.join())
-    withKnownIssue("the tail trim drops the running once-only entry, so removeAllObservers() no longer sees it") {
-      #expect(
-        !runningAtReturn.isSet,
-        "removeAllObservers() returned while a handler of the source ran on another thread")
-    }
+    #expect(
+      !runningAtReturn.isSet,
+      "removeAllObservers() returned while a handler of the source ran on another thread")
     withExtendedLifetime((keepers, once)) {}
   }
 
-  /// The same with a handler that cancelled itself (the case its documentation names):
-  /// `probeRemoveAllWaitsForAHandlerThatCancelledItself` holds only while nobody
-  /// subscribes in between.
-  @Test func removeAllWaitsForASelfCancelledHandlerAfterASubscribe() {
+  /// The same with a handler that cancelled itself, with a subscribe in between.
+  @Test(arguments: 0..<4) func removeAllWaitsForASelfCancelledHandlerAfterASubscribe(others: Int) {
     let source = EventSource<Int>()
-    let keepers = (0..<3).map { _ in source.observe { _ in } }
+    let keepers = (0..<others).map { _ in source.observe { _ in } }
     let box = SubscriptionBox()
     let entered = Gate()
     let release = Gate()
@@ -401,11 +403,9 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     release.open()
     #expect(remover.join())
     #expect(sender.join())
-    withKnownIssue("the tail trim drops the self-cancelled entry, so removeAllObservers() no longer sees it") {
-      #expect(
-        !runningAtReturn.isSet,
-        "removeAllObservers() returned while a handler of the source ran on another thread")
-    }
+    #expect(
+      !runningAtReturn.isSet,
+      "removeAllObservers() returned while a handler of the source ran on another thread")
     withExtendedLifetime(keepers) {}
   }
 

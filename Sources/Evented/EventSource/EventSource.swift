@@ -55,10 +55,10 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// holds when several threads call it at once, too: each call also ends, and waits
   /// for, the subscriptions that another call removed and is still ending.
   ///
-  /// - Important: A handler that has cancelled its own subscription may still be
-  ///   waited for while it runs: it stays listed until the source next meets it. As
-  ///   with `cancel()`, a handler that waits for the thread calling this (a lock it
-  ///   holds, a semaphore it would signal) deadlocks.
+  /// - Important: A handler whose subscription has already ended (it cancelled
+  ///   itself, or it is a once-only handler) is still waited for while it runs. As with
+  ///   `cancel()`, a handler that waits for the thread calling this (a lock it holds, a
+  ///   semaphore it would signal) deadlocks.
   public func removeAllObservers() {
     hub.removeAll()
   }

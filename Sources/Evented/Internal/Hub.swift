@@ -315,8 +315,8 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   var liveCount: Int {
     var garbage = Garbage<Message>()
     let count = state.withLock { state in
-      state.sweep(into: &garbage)
-      return state.live
+      let endedAndRunning = state.sweep(into: &garbage)
+      return state.live - endedAndRunning
     }
     garbage.dispose()
     return count

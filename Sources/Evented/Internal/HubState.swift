@@ -356,7 +356,8 @@ struct HubState<Message, Stored> {
     scanNext(into: &garbage)
   }
 
-  /// Removes up to two ended subscriptions or tombstones from the end of the slots.
+  /// Removes up to two ended subscriptions (whose handler is not running; see
+  /// `isDone`) or tombstones from the end of the slots.
   /// A subscription made and cancelled before the next subscribe (a reused cell, a
   /// screen opened and closed) is thus replaced where it was, in constant time: churn
   /// at the end of the list neither grows the slots nor waits for a sweep. The order
@@ -368,7 +369,7 @@ struct HubState<Message, Stored> {
         slots.removeLast()
         continue
       }
-      if !entry.isEnded { return }
+      if !entry.isDone { return }
       slots.removeLast()
       live -= 1
       garbage.sweep(entry)
@@ -386,12 +387,17 @@ struct HubState<Message, Stored> {
       let index = scanCursor
       scanCursor += 1
       guard let entry = slots[index] else { continue }
-      if entry.isOwnedByHandle, !entry.isEnded { continue }
-      if !entry.isEnded, let owner = entry.liveOwner {
+      if entry.isEnded {
+        // One still running stays listed until it returns (see `isDone`).
+        if entry.isDone { vacate(index, into: &garbage) }
+        continue
+      }
+      if entry.isOwnedByHandle { continue }
+      if let owner = entry.liveOwner {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
       }
-      if !entry.isEnded, keepsDeadOwners() { continue }
+      if keepsDeadOwners() { continue }
       vacate(index, into: &garbage)
     }
     sweepIfMostlyTombstones(into: &garbage)
@@ -445,15 +451,26 @@ struct HubState<Message, Stored> {
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
   ///
   /// - Complexity: O(n) in the number of slots.
-  @inlinable mutating func sweep(into garbage: inout Garbage<Message>) {
+  ///
+  /// - Returns: How many of the kept subscriptions have ended (their handler still
+  ///   runs; see `isDone`): `live` less these is the number of live subscriptions.
+  @inlinable @discardableResult
+  mutating func sweep(into garbage: inout Garbage<Message>) -> Int {
+    var endedAndRunning = 0
     compact(into: &garbage) { entry, garbage in
-      if entry.isOwnedByHandle { return !entry.isEnded }
-      if !entry.isEnded, let owner = entry.liveOwner {
+      if entry.isEnded {
+        if entry.isDone { return false }
+        endedAndRunning += 1
+        return true
+      }
+      if entry.isOwnedByHandle { return true }
+      if let owner = entry.liveOwner {
         garbage.owners.append(owner)
         return true
       }
-      return !entry.isEnded && keepsDeadOwners()
+      return keepsDeadOwners()
     }
+    return endedAndRunning
   }
 
   /// Drops tombstones and the subscriptions that ended, without looking at owners:
@@ -461,7 +478,7 @@ struct HubState<Message, Stored> {
   ///
   /// - Complexity: O(n) in the number of slots.
   @inlinable mutating func removeEnded(into garbage: inout Garbage<Message>) {
-    compact(into: &garbage) { entry, _ in !entry.isEnded }
+    compact(into: &garbage) { entry, _ in !entry.isDone }
   }
 
   /// Keeps the subscriptions for which `keep` is true, in order, and moves the others

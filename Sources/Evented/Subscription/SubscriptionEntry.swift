@@ -64,6 +64,16 @@ class SubscriptionCore: @unchecked Sendable {
 
   @inlinable final var isEnded: Bool { word.load(ordering: .acquiring) & Self.ended != 0 }
 
+  /// Whether the subscription has ended and its handler is not running: it never runs
+  /// again, so its source may forget it. An ended handler that still runs (a once-only
+  /// handler, one that cancelled itself, or one a `cancel()` on another thread waits
+  /// for) stays listed until it returns, so that `removeAllObservers()` finds it and
+  /// waits for it.
+  @inlinable final var isDone: Bool {
+    let word = word.load(ordering: .acquiring)
+    return word & Self.ended != 0 && word & ~(Self.ended | Self.runnerReleases) == 0
+  }
+
   /// Whether the source is alive. A lock-based source ends every subscription when it
   /// is deinitialized, so for those `isEnded` says it all (and the source needs no weak
   /// reference, which would give it a side table that makes every retain slower); an
