@@ -185,13 +185,15 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   /// Runs the handler with `message` unless the subscription has ended.
   ///
   /// - Parameter me: `currentThreadID()` of the calling thread.
-  /// - Returns: false if the subscription has ended or its owner is gone (it should be
-  ///   removed from its source).
+  /// - Returns: false if the subscription has ended and does not run elsewhere, or its
+  ///   owner is gone (it should be removed from its source).
   @inlinable @inline(__always)
   final func run(_ message: Message, me: UInt) -> Bool {
     let start = word.compareExchange(expected: 0, desired: me, ordering: .acquiring)
     guard start.exchanged else {
-      return start.original & Self.ended == 0
+      // Not gone while it still runs elsewhere: its source keeps it listed until it
+      // returns (see `isDone`), so reporting it would only sweep for nothing.
+      return start.original & Self.ended == 0 || start.original & ~(Self.ended | Self.runnerReleases) != 0
     }
     // A subscription its handle owns passes itself, without a weak load or a retain.
     if isOwnedByHandle { return invokeStarted(self, message, me: me) }
@@ -242,11 +244,12 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
 
   /// Delivers `message` inline or submits it to the subscription's queue.
   ///
-  /// - Returns: false if the subscription has ended or its owner is gone.
+  /// - Returns: false if the subscription has ended and does not run elsewhere, or its
+  ///   owner is gone.
   @inlinable @inline(__always)
   final func deliver(_ message: Message, me: UInt) -> Bool where Message: Sendable {
     guard let target else { return run(message, me: me) }
-    if isEnded { return false }
+    if isEnded { return !isDone }
     if !hasOwner { return false }
     target.submit {
       let depth = DeliveringThread.enter()
