@@ -163,7 +163,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   ///
   /// `body` is user code run under the lock (a `modify` closure or `==`); it must not
   /// touch this source. What it returns is released after unlocking.
-  @inlinable
+  @inlinable @inline(__always)
   func commit<Result, Failure: Error>(
     _ body: (inout Stored) throws(Failure) -> (Result, Message?)
   ) throws(Failure) -> Result {
@@ -179,8 +179,16 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       state.unlock()
       return outcome.0
     }
-    proceed(locked, locked.pointee.commit(message))
+    commitLocked(locked, message)
     return outcome.0
+  }
+
+  /// Commits `message` under the lock taken by a write, unlocks and delivers. Out of
+  /// line, so that a write that commits nothing (an equal value) stays small enough to
+  /// be inlined where it is called.
+  @inlinable @inline(never)
+  func commitLocked(_ locked: Locked, _ message: Message) {
+    proceed(locked, locked.pointee.commitWrite(message))
   }
 
   /// Runs `body` on the stored value under the lock, as ``commit(_:)`` does, for a large
@@ -222,7 +230,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       state.unlock()
       return
     }
-    proceed(locked, locked.pointee.commit(message))
+    proceed(locked, locked.pointee.commitWrite(message))
   }
 
   /// Ends an in-place mutation whose access was aborted: unlocks without committing.

@@ -58,11 +58,10 @@ enum Pending<Message> {
   func deliver(me: UInt) -> Bool where Message: Sendable {
     switch self {
     case .all(let message, let entries):
-      // The snapshot keeps every entry alive for the pass: visit them unretained.
       var allLive = true
-      entries.withUnsafeBufferPointer { entries in
-        for entry in entries {
-          let live = Unmanaged.passUnretained(entry)._withUnsafeGuaranteedRef { $0.deliver(message, me: me) }
+      entries.withUnsafeBufferPointer { buffer in
+        for index in buffer.indices {
+          let live = unretainedEntry(buffer, index)._withUnsafeGuaranteedRef { $0.deliver(message, me: me) }
           if !live { allLive = false }
         }
       }
@@ -71,6 +70,20 @@ enum Pending<Message> {
       return entry.deliver(message, me: me)
     }
   }
+}
+
+/// The entry at `index` of a snapshot's buffer, unretained, to be used at +0 without a
+/// retain and release (two atomic operations) per delivery: the snapshot, which is
+/// never mutated, keeps every entry alive for the pass. Reading the reference as a
+/// raw pointer is what keeps it unretained; a `for` loop over the buffer, or a
+/// subscript, copies it.
+@inlinable @inline(__always)
+func unretainedEntry<Message>(
+  _ buffer: UnsafeBufferPointer<Entry<Message>>, _ index: Int
+) -> Unmanaged<Entry<Message>> {
+  let raw = UnsafeRawPointer(buffer.baseAddress.unsafelyUnwrapped)
+  let opaque = raw.load(fromByteOffset: index &* MemoryLayout<Entry<Message>>.stride, as: UnsafeRawPointer.self)
+  return Unmanaged.fromOpaque(opaque)
 }
 
 /// Whom a delivery in a `Parcel` is for.
@@ -120,7 +133,12 @@ final class Parcel<Message> {
     case .none: return true
     case .all(let entries):
       var allLive = true
-      for entry in entries where !deliver(to: entry, me: me) { allLive = false }
+      entries.withUnsafeBufferPointer { buffer in
+        for index in buffer.indices {
+          let live = unretainedEntry(buffer, index)._withUnsafeGuaranteedRef { deliver(to: $0, me: me) }
+          if !live { allLive = false }
+        }
+      }
       return allLive
     case .one(let entry): return deliver(to: entry, me: me)
     }
@@ -271,6 +289,14 @@ struct HubState<Message, Stored> {
   /// - Returns: the delivery to run now, or nil when there is nobody to deliver to or
   ///   another thread is delivering (then it is queued for that thread).
   @inlinable mutating func commit(_ message: Message) -> Start<Pending<Message>> {
+    guard live > 0 else { return .none }
+    return start(.all(message, currentSnapshot()))
+  }
+
+  /// ``commit(_:)`` for a write: always inlined into the write path, which the
+  /// compiler would otherwise split at this call (and then destroy the delivery
+  /// through its generic value witnesses), while a send is better off calling it.
+  @inlinable @inline(__always) mutating func commitWrite(_ message: Message) -> Start<Pending<Message>> {
     guard live > 0 else { return .none }
     return start(.all(message, currentSnapshot()))
   }
