@@ -26,6 +26,7 @@ import Testing
     ("deliverOutOfOrder", "arrays"),
     ("keepDeadOwners", "owner-churn"),
     ("cancelDoesNotWait", "cancel-race"),
+    ("forgetRunningEndedSubscriptions", "cancel-race"),
   ])
   func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
     let executable = try #require(

@@ -37,6 +37,9 @@ public enum FaultInjection {
     case keepDeadOwners = 2
     /// `cancel()` returns without waiting for a handler running on another thread.
     case cancelDoesNotWait = 3
+    /// A source forgets an ended subscription whose handler still runs, so that
+    /// `removeAllObservers()` does not wait for it.
+    case forgetRunningEndedSubscriptions = 4
   }
 
   /// The bug planted now, if any.
@@ -56,6 +59,13 @@ private let plantedBug = Atomic<UInt8>(0)
 @usableFromInline @inline(never)
 func keepsDeadOwners() -> Bool {
   FaultInjection.isPlanted(.keepDeadOwners)
+}
+
+/// Whether an ended subscription whose handler still runs may be forgotten (a planted
+/// bug).
+@usableFromInline @inline(never)
+func forgetsRunningEndedSubscriptions() -> Bool {
+  FaultInjection.isPlanted(.forgetRunningEndedSubscriptions)
 }
 
 /// Whether queued deliveries are to be taken newest first (a planted bug).

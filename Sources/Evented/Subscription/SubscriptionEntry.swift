@@ -71,7 +71,9 @@ class SubscriptionCore: @unchecked Sendable {
   /// waits for it.
   @inlinable final var isDone: Bool {
     let word = word.load(ordering: .acquiring)
-    return word & Self.ended != 0 && word & ~(Self.ended | Self.runnerReleases) == 0
+    guard word & Self.ended != 0 else { return false }
+    if word & ~(Self.ended | Self.runnerReleases) == 0 { return true }
+    return forgetsRunningEndedSubscriptions()
   }
 
   /// Whether the source is alive. A lock-based source ends every subscription when it

@@ -1,5 +1,6 @@
 // Scenario "cancel-race": subscriptions are cancelled from one thread while other
-// threads send, write and deliver to them, synchronously or on a queue.
+// threads send, write and deliver to them, synchronously or on a queue; one thread
+// also ends whole rounds of subscriptions with `removeAllObservers()`.
 //
 // Invariants (cancellation is final):
 // - after `cancel()` returns, the handler never starts again: the first statement of
@@ -7,6 +8,10 @@
 // - when `cancel()` returns, no invocation is still running on another thread: every
 //   handler counts its starts and finishes, and the two must match when `cancel()`
 //   returns; a running handler also watches the flag while it works.
+//
+// - the same for `removeAllObservers()`, including handlers whose subscription had
+//   already ended while they ran (once-only handlers, handlers that cancelled
+//   themselves) and with a subscribe between their start and the removal.
 //
 // Cancellers wait, at random, until the handler is running right now, so that most
 // cancels land in the middle of an invocation on another thread.
@@ -40,6 +45,81 @@ private final class Probe: Sendable {
   }
 }
 
+/// The handlers of one round that `removeAllObservers()` ends.
+private final class RemovalRound: Sendable {
+  let running = Atomic<Int>(0)
+  let removed = Atomic<Bool>(false)
+  /// How long each invocation works, in spin steps.
+  let work: Int
+
+  init(work: Int) {
+    self.work = work
+  }
+
+  func handle(_ run: ScenarioRun) {
+    running.wrappingAdd(1, ordering: .acquiringAndReleasing)
+    ThreadState.current.count()
+    if removed.load(ordering: .acquiring) {
+      run.violation("a handler started after removeAllObservers() had returned")
+    }
+    if spin(work, until: { removed.load(ordering: .acquiring) }) {
+      run.violation("a handler was still running on another thread after removeAllObservers() had returned")
+    }
+    running.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+  }
+}
+
+/// The handle of a subscription whose handler cancels it.
+private final class SelfCancelling: Sendable {
+  let subscription = Guarded<Subscription?>(nil)
+
+  func cancel() {
+    subscription.withLock { $0 }?.cancel()
+  }
+}
+
+/// Subscribes a round of handlers to `source` (plain, once-only and self-cancelling;
+/// the last one always ends itself, so that it is at the end of the list when it
+/// runs), waits (boundedly) until one runs, subscribes once more, and ends them all
+/// with `removeAllObservers()`: when it returns, none may be running.
+private func removalRound(_ source: EventSource<Int>, _ queue: DispatchQueue, _ worker: Worker, _ run: ScenarioRun) {
+  var random = worker.thread.random
+  let round = RemovalRound(work: 2_000 + random.below(20_000))
+  var handles: [Subscription] = []
+  worker.at(.subscribe)
+  let count = 1 + random.below(4)
+  for index in 0..<count {
+    let delivery: Delivery = random.chance(20) ? .queue(queue) : .synchronous
+    switch index == count - 1 ? random.below(2) : random.below(3) {
+    case 0:
+      handles.append(source.observeOnce(on: delivery) { _ in round.handle(run) })
+    case 1:
+      let holder = SelfCancelling()
+      let subscription = source.observe(on: delivery) { _ in
+        holder.cancel()
+        round.handle(run)
+      }
+      holder.subscription.withLock { $0 = subscription }
+      handles.append(subscription)
+    default:
+      handles.append(source.observe(on: delivery) { _ in round.handle(run) })
+    }
+  }
+  worker.thread.random = random
+  _ = spin(200_000) { round.running.load(ordering: .acquiring) > 0 }
+  // A subscribe between the handlers' start and the removal meets the ended ones.
+  handles.append(source.observe { _ in round.handle(run) })
+  worker.at(.removeAll)
+  source.removeAllObservers()
+  round.removed.store(true, ordering: .releasing)
+  let running = round.running.load(ordering: .acquiring)
+  if running != 0 {
+    run.violation("removeAllObservers() returned while \(running) handler(s) ran on another thread")
+  }
+  worker.at(.dropOwner)
+  handles.removeAll()
+}
+
 let cancelRace = Scenario(
   name: "cancel-race",
   summary: "cancel() races delivery on other threads; the handler never starts or runs after cancel() returns",
@@ -47,6 +127,8 @@ let cancelRace = Scenario(
 ) { run in
   let sources = [EventSource<Int>(), EventSource<Int>()]
   let property = Property(0, skipsDuplicates: false)
+  // Only the remover (the first worker that is not a sender) subscribes here.
+  let removal = EventSource<Int>()
   let queue = DispatchQueue(label: "stress.cancel-race", attributes: .concurrent)
   let senders = max(1, run.threads / 2)
 
@@ -55,10 +137,13 @@ let cancelRace = Scenario(
       var value = 0
       while worker.proceed() {
         value += 1
-        let target = worker.thread.random.below(3)
+        let target = worker.thread.random.below(4)
         if target < 2 {
           worker.at(.send)
           sources[target].send(value)
+        } else if target == 3 {
+          worker.at(.send)
+          removal.send(value)
         } else {
           worker.at(.write)
           property.value = value
@@ -67,6 +152,10 @@ let cancelRace = Scenario(
       return
     }
     while worker.proceed() {
+      if worker.index == senders, worker.thread.random.chance(30) {
+        removalRound(removal, queue, worker, run)
+        continue
+      }
       var random = worker.thread.random
       let probe = Probe(work: 20 + random.below(400))
       let delivery: Delivery = random.chance(20) ? .queue(queue) : .synchronous
@@ -100,6 +189,6 @@ let cancelRace = Scenario(
       }
     }
   }
-  let counts = [sources[0].observerCount, sources[1].observerCount, property.observerCount]
-  if counts != [0, 0, 0] { run.violation("subscriptions left after every one was cancelled: \(counts)") }
+  let counts = [sources[0].observerCount, sources[1].observerCount, property.observerCount, removal.observerCount]
+  if counts != [0, 0, 0, 0] { run.violation("subscriptions left after every one was cancelled: \(counts)") }
 }
