@@ -20,52 +20,43 @@ import Dispatch
 import Evented
 import Synchronization
 
-/// One subscription's start and finish counts.
+/// The start and finish counts of the handlers that one call ends (`cancel()` of one
+/// subscription, or `removeAllObservers()` of a round), and whether that call returned.
 private final class Probe: Sendable {
   let started = Atomic<Int>(0)
   let finished = Atomic<Int>(0)
-  let cancelReturned = Atomic<Bool>(false)
+  let returned = Atomic<Bool>(false)
   /// How long each invocation works, in spin steps.
   let work: Int
+  /// The call that ends the handlers, for the messages.
+  let call: String
 
-  init(work: Int) {
+  init(work: Int, call: String) {
     self.work = work
+    self.call = call
   }
 
   func handle(_ run: ScenarioRun) {
     started.wrappingAdd(1, ordering: .acquiringAndReleasing)
     ThreadState.current.count()
-    if cancelReturned.load(ordering: .acquiring) {
-      run.violation("a handler started after cancel() had returned")
+    if returned.load(ordering: .acquiring) {
+      run.violation("a handler started after \(call) had returned")
     }
-    if spin(work, until: { cancelReturned.load(ordering: .acquiring) }) {
-      run.violation("a handler was still running on another thread after cancel() had returned")
+    if spin(work, until: { returned.load(ordering: .acquiring) }) {
+      run.violation("a handler was still running on another thread after \(call) had returned")
     }
     finished.wrappingAdd(1, ordering: .acquiringAndReleasing)
   }
-}
 
-/// The handlers of one round that `removeAllObservers()` ends.
-private final class RemovalRound: Sendable {
-  let running = Atomic<Int>(0)
-  let removed = Atomic<Bool>(false)
-  /// How long each invocation works, in spin steps.
-  let work: Int
-
-  init(work: Int) {
-    self.work = work
-  }
-
-  func handle(_ run: ScenarioRun) {
-    running.wrappingAdd(1, ordering: .acquiringAndReleasing)
-    ThreadState.current.count()
-    if removed.load(ordering: .acquiring) {
-      run.violation("a handler started after removeAllObservers() had returned")
+  /// Marks the call returned and checks that no handler is running.
+  func callReturned(_ run: ScenarioRun) {
+    returned.store(true, ordering: .releasing)
+    let started = started.load(ordering: .acquiring)
+    let finished = finished.load(ordering: .acquiring)
+    if started != finished {
+      run.violation(
+        "\(call) returned while a handler was running on another thread (\(started) started, \(finished) finished)")
     }
-    if spin(work, until: { removed.load(ordering: .acquiring) }) {
-      run.violation("a handler was still running on another thread after removeAllObservers() had returned")
-    }
-    running.wrappingSubtract(1, ordering: .acquiringAndReleasing)
   }
 }
 
@@ -84,7 +75,7 @@ private final class SelfCancelling: Sendable {
 /// with `removeAllObservers()`: when it returns, none may be running.
 private func removalRound(_ source: EventSource<Int>, _ queue: DispatchQueue, _ worker: Worker, _ run: ScenarioRun) {
   var random = worker.thread.random
-  let round = RemovalRound(work: 2_000 + random.below(20_000))
+  let round = Probe(work: 2_000 + random.below(20_000), call: "removeAllObservers()")
   var handles: [Subscription] = []
   worker.at(.subscribe)
   let count = 1 + random.below(4)
@@ -106,16 +97,12 @@ private func removalRound(_ source: EventSource<Int>, _ queue: DispatchQueue, _ 
     }
   }
   worker.thread.random = random
-  _ = spin(200_000) { round.running.load(ordering: .acquiring) > 0 }
+  _ = spin(200_000) { round.started.load(ordering: .acquiring) > round.finished.load(ordering: .acquiring) }
   // A subscribe between the handlers' start and the removal meets the ended ones.
   handles.append(source.observe { _ in round.handle(run) })
   worker.at(.removeAll)
   source.removeAllObservers()
-  round.removed.store(true, ordering: .releasing)
-  let running = round.running.load(ordering: .acquiring)
-  if running != 0 {
-    run.violation("removeAllObservers() returned while \(running) handler(s) ran on another thread")
-  }
+  round.callReturned(run)
   worker.at(.dropOwner)
   handles.removeAll()
 }
@@ -157,7 +144,7 @@ let cancelRace = Scenario(
         continue
       }
       var random = worker.thread.random
-      let probe = Probe(work: 20 + random.below(400))
+      let probe = Probe(work: 20 + random.below(400), call: "cancel()")
       let delivery: Delivery = random.chance(20) ? .queue(queue) : .synchronous
       let target = random.below(3)
       let mode = random.below(4)
@@ -179,14 +166,7 @@ let cancelRace = Scenario(
       }
       worker.at(.cancel)
       subscription.cancel()
-      probe.cancelReturned.store(true, ordering: .releasing)
-      let started = probe.started.load(ordering: .acquiring)
-      let finished = probe.finished.load(ordering: .acquiring)
-      if started != finished {
-        run.violation(
-          "cancel() returned while the handler was running on another thread (\(started) started, \(finished) finished)"
-        )
-      }
+      probe.callReturned(run)
     }
   }
   let counts = [sources[0].observerCount, sources[1].observerCount, property.observerCount, removal.observerCount]
