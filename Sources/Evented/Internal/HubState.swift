@@ -5,7 +5,9 @@
 //   subscribe first drops ended subscriptions from the end of the list (so that a
 //   subscription made and cancelled is replaced where it was), then checks the next
 //   two slots (`scanCursor`) and vacates an ended or ownerless one, leaving a nil
-//   tombstone; tombstones are compacted once they
+//   tombstone. No path drops an ended subscription whose handler still runs
+//   (`isDone`): `removeAllObservers()` must find it to wait for it. Tombstones are
+//   compacted once they
 //   outnumber the live subscriptions, and all of them are swept together when the
 //   slots have doubled since the last sweep (amortized O(1) per subscribe), after a
 //   delivery pass that met an ended or ownerless subscription, and when
