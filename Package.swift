@@ -8,6 +8,13 @@ let package = Package(
     .library(name: "Evented", targets: ["Evented"]),
     .executable(name: "evented-stress", targets: ["Stress"]),
   ],
+  traits: [
+    .trait(
+      name: "FaultInjection",
+      description: "Compiles in the switches that plant known bugs, to prove that the tests and the stress suite "
+        + "catch them (`swift build --traits FaultInjection`). Never enabled by default."),
+    .default(enabledTraits: []),
+  ],
   targets: [
     .target(name: "Evented"),
     .target(name: "StressKit", dependencies: ["Evented"], path: "Stress/StressKit"),

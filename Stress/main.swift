@@ -4,8 +4,13 @@
 //   swift run -c release evented-stress [--seconds S] [--threads N] [--scenario NAME]
 //                                        [--seed X] [--plant BUG]
 
-@_spi(FaultInjection) import Evented
-@_spi(FaultInjection) import StressKit
+#if FaultInjection
+  @_spi(FaultInjection) import Evented
+  @_spi(FaultInjection) import StressKit
+#else
+  import Evented
+  import StressKit
+#endif
 
 #if canImport(Glibc)
   import Glibc
@@ -22,14 +27,23 @@ let usage = """
     --threads N      worker threads per scenario (default 4 × cores = \(4 * processorCount()))
     --scenario NAME  run only this scenario; repeat or separate with commas
     --seed X         seed of the random choices (default: a fresh one, printed)
-    --plant BUG      plant a known bug to prove the suite catches it:
-                     \(FaultInjection.Bug.allCases.map { "\($0)" }.joined(separator: ", "))
+    --plant BUG      plant a known bug to prove the suite catches it (a build with
+                     --traits FaultInjection only): \(plantableBugs)
     --list           list the scenarios
 
   Exit status: 0 when every invariant held, 1 on any violation, 2 when a scenario
   made no progress for 10 s (deadlock), 64 on a usage error.
 
   """
+
+/// The bugs `--plant` takes in this build.
+var plantableBugs: String {
+  #if FaultInjection
+    FaultInjection.Bug.allCases.map { "\($0)" }.joined(separator: ", ")
+  #else
+    "none in this build"
+  #endif
+}
 
 /// Standard error, unbuffered.
 struct StandardError: TextOutputStream {
@@ -70,8 +84,14 @@ while let argument = arguments.popFirst() {
     options.seed = seed
   case "--plant":
     let name = value(for: argument)
-    guard let bug = FaultInjection.Bug.allCases.first(where: { "\($0)" == name }) else { fail("unknown bug \(name)") }
-    options.plant = bug
+    #if FaultInjection
+      guard let bug = FaultInjection.Bug.allCases.first(where: { "\($0)" == name }) else { fail("unknown bug \(name)") }
+      options.plant = bug
+    #else
+      fail(
+        "--plant \(name) needs a build with the FaultInjection trait: "
+          + "swift run -c release --traits FaultInjection evented-stress --plant \(name)")
+    #endif
   case "--list":
     for (name, summary) in StressSuite.catalog { print(name.padding(18) + summary) }
     exit(0)

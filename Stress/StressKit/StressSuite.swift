@@ -1,8 +1,13 @@
 // The suite: the list of scenarios, the loop that runs them one after another with a
 // share of the time budget each, the watchdog, and the report lines.
 
-@_spi(FaultInjection) import Evented
 import Synchronization
+
+#if FaultInjection
+  @_spi(FaultInjection) import Evented
+#else
+  import Evented
+#endif
 
 #if canImport(Glibc)
   import Glibc
@@ -22,14 +27,25 @@ public struct StressOptions: Sendable {
   public var scenarios: [String] = []
   /// The seed of the random choices; a fresh one when nil.
   public var seed: UInt64?
-  /// A bug to plant in Evented, to prove that the suite catches it.
-  @_spi(FaultInjection) public var plant: FaultInjection.Bug?
+  #if FaultInjection
+    /// A bug to plant in Evented, to prove that the suite catches it.
+    @_spi(FaultInjection) public var plant: FaultInjection.Bug?
+  #endif
   /// Seconds without progress after which a scenario counts as deadlocked.
   public var watchdogSeconds: Double = 10
   /// Whether to print anything; tests run quietly.
   public var printsReport = true
 
   public init() {}
+
+  /// ", planted bug NAME" when a bug is planted, else nothing.
+  var plantedDescription: String {
+    #if FaultInjection
+      plant.map { ", planted bug \($0)" } ?? ""
+    #else
+      ""
+    #endif
+  }
 }
 
 /// The outcome of one scenario.
@@ -91,9 +107,11 @@ public enum StressSuite {
     let out = Output(enabled: options.printsReport)
     out.line(
       "evented-stress: \(runnable) scenarios, \(options.threads) threads, \(format(options.seconds)) s, "
-        + "seed \(seed)" + (options.plant.map { ", planted bug \($0)" } ?? ""))
-    FaultInjection.planted = options.plant
-    defer { FaultInjection.planted = nil }
+        + "seed \(seed)" + options.plantedDescription)
+    #if FaultInjection
+      FaultInjection.planted = options.plant
+      defer { FaultInjection.planted = nil }
+    #endif
     let watchdog = Watchdog.start(seconds: options.watchdogSeconds, output: out)
 
     var reports: [ScenarioReport] = []

@@ -23,7 +23,7 @@ import Testing
     let last = Atomic<Int>(-1)
     let subscription = property.observe { value in
       callsByThread.withLock { $0[currentThreadID(), default: 0] += 1 }
-      let backlog = property.hub.state.withLock { $0.backlog }
+      let backlog = property.hub.storage.withLock { $0.queue.backlog }
       peakBacklog.max(backlog, ordering: .relaxed)
       if value <= last.load(ordering: .relaxed) { outOfOrder.add(1, ordering: .relaxed) }
       last.store(value, ordering: .relaxed)
@@ -109,7 +109,7 @@ import Testing
     source.send(2)
     let blocked = Spawned { source.send(3) }
     // The backlog is full: the fourth send waits until the deliverer takes one.
-    #expect(eventually { source.hub.state.withLock { $0.roomWaiters } == 1 })
+    #expect(eventually { source.hub.storage.withLock { $0.queue.roomWaiters } == 1 })
     #expect(!blocked.isFinished)
     release.open()
     #expect(blocked.join())

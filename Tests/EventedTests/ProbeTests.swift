@@ -8,19 +8,25 @@ import Foundation
 import Synchronization
 import Testing
 
-@_spi(FaultInjection) @testable import Evented
+#if FaultInjection
+  @_spi(FaultInjection) @testable import Evented
+#else
+  @testable import Evented
+#endif
 
 /// The number of slots (live, ended-but-listed and tombstones) of a lock-based hub.
 private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
-  hub.storage.withLock { $0.slots.count }
+  hub.storage.withLock { $0.subscribers.slots.count }
 }
 
 /// Plants the bug named by `EVENTED_PROBE_PLANT` (a `FaultInjection.Bug` raw value),
 /// to check that the probes fail on a broken promise. Unset in normal runs.
 private func plantFromEnvironment() {
-  if let raw = ProcessInfo.processInfo.environment["EVENTED_PROBE_PLANT"], let value = UInt8(raw) {
-    FaultInjection.planted = FaultInjection.Bug(rawValue: value)
-  }
+  #if FaultInjection
+    if let raw = ProcessInfo.processInfo.environment["EVENTED_PROBE_PLANT"], let value = UInt8(raw) {
+      FaultInjection.planted = FaultInjection.Bug(rawValue: value)
+    }
+  #endif
 }
 
 /// A weak reference to a derived node.

@@ -4,11 +4,11 @@ import Testing
 
 /// The number of slots a source keeps for subscriptions, live or not yet swept.
 private func slotCount<Event>(_ source: EventSource<Event>) -> Int {
-  source.hub.state.withLock { $0.slots.count }
+  source.hub.storage.withLock { $0.subscribers.slots.count }
 }
 
 private func slotCount<Value>(_ property: Property<Value>) -> Int {
-  property.hub.state.withLock { $0.slots.count }
+  property.hub.storage.withLock { $0.subscribers.slots.count }
 }
 
 @Suite struct SubscriptionTests {

@@ -18,12 +18,12 @@ private func checkBookkeeping<M, S>(
   _ hub: Hub<M, S>, _ context: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation
 ) {
   let (live, listed, snapshotMatches) = hub.storage.withLock { state -> (Int, Int, Bool) in
-    let listed = state.slots.compactMap { $0 }
+    let listed = state.subscribers.slots.compactMap { $0 }
     let matches =
-      state.snapshot.map { snapshot in
+      state.subscribers.snapshot.map { snapshot in
         snapshot.count == listed.count && zip(snapshot, listed).allSatisfy { $0 === $1 }
       } ?? true
-    return (state.live, listed.count, matches)
+    return (state.subscribers.live, listed.count, matches)
   }
   #expect(live == listed, "live \(live) != listed \(listed): \(context())", sourceLocation: sourceLocation)
   #expect(snapshotMatches, "stale snapshot: \(context())", sourceLocation: sourceLocation)
@@ -31,7 +31,7 @@ private func checkBookkeeping<M, S>(
 
 /// The number of slots (live, ended-but-listed and tombstones) of a lock-based hub.
 private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
-  hub.storage.withLock { $0.slots.count }
+  hub.storage.withLock { $0.subscribers.slots.count }
 }
 
 /// How long a probe gives a broken promise to show itself before it lets a blocked

@@ -176,9 +176,3 @@ extension ActorEventSource where Event == Void {
     send(())
   }
 }
-
-extension ActorEventSource: Detaching {
-  /// Nothing to do at once: a cancelled subscription releases its queue and handler
-  /// itself, and the actor drops it at the next send, subscription or `observerCount`.
-  @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
-}

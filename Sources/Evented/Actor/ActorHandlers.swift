@@ -42,7 +42,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let isClosed = Atomic<Bool>(false)
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
-  @usableFromInline weak var source: (any Detaching)?
+  @usableFromInline weak var source: AnyObject?
   /// The owner; nil for a subscription its handle owns (whose handle's deinit cancels
   /// it, so that it needs no weak reference to the handle). Written once before the
   /// subscription is published.
@@ -55,7 +55,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   ///   - owner: Held weakly; nil makes the returned handle the owner.
   @inlinable
   static func make(
-    source: any Detaching,
+    source: AnyObject,
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
     _ handler: Handler

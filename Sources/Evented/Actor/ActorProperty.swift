@@ -263,9 +263,3 @@ extension ActorProperty where Value: Equatable {
 
   private static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }
 }
-
-extension ActorProperty: Detaching {
-  /// Nothing to do at once: a cancelled subscription releases its queue and handler
-  /// itself, and the actor drops it at the next write, subscription or `observerCount`.
-  @usableFromInline nonisolated func detach(_ core: SubscriptionCore) {}
-}

@@ -113,73 +113,19 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   /// Commits the stored value changed by `change` (one side of a combination), unless
   /// the result equals the stored one.
   @inlinable func publish(changing change: (inout Value) -> Void) {
-    // Two functions, so that neither keeps room for the other's temporaries.
-    if Hub<Update<Value>, Value>.hasLargeMessages {
-      publishInParcel(changing: change)
-    } else {
-      publishInPlace(changing: change)
-    }
-  }
-
-  /// `publish(changing:)` of a small value.
-  @inlinable @inline(__always) func publishInPlace(changing change: (inout Value) -> Void) {
-    let leftover = hub.commit { stored -> (Value?, Update<Value>?) in
-      var next = stored
-      change(&next)
-      if let isDuplicate, isDuplicate(stored, next) { return (next, nil) }
-      let old = stored
-      stored = next
-      return (nil, Update(old: old, new: next, isInitial: false))
-    }
-    if leftover != nil { hub.scanForDeadOwners() }
-  }
-
-  /// `publish(changing:)` of a large value: changed in the parcel that carries it.
-  @inlinable func publishInParcel(changing change: (inout Value) -> Void) {
-    let skipped = hub.commitParcel { stored -> (Bool, Parcel<Update<Value>>?, commits: Bool) in
-      var next = stored
-      change(&next)
-      let parcel = Property<Value>.parcel(changingFrom: stored, to: next)
-      if let isDuplicate, isDuplicate(stored, next) { return (true, parcel, false) }
-      stored = next
-      return (false, parcel, true)
-    }
-    if skipped { hub.scanForDeadOwners() }
+    let token = hub.lockForCommit()
+    var next = token.state.pointee.stored
+    change(&next)
+    if !hub.change(token, to: next, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    withExtendedLifetime(next) {}
   }
 
   /// Commits `value` if `generation` still names the current target (or is nil), unless
   /// it equals the stored value.
   @inlinable func publish(_ value: Value, generation expected: UInt?) {
-    // Two functions, so that neither keeps room for the other's temporaries.
-    if Hub<Update<Value>, Value>.hasLargeMessages {
-      publishInParcel(value, generation: expected)
-    } else {
-      publishInPlace(value, generation: expected)
-    }
-  }
-
-  /// `publish(_:generation:)` of a small value.
-  @inlinable @inline(__always) func publishInPlace(_ value: Value, generation expected: UInt?) {
-    let skipped = hub.commit { stored -> (Bool, Update<Value>?) in
-      if let expected, generation.load(ordering: .acquiring) != expected { return (false, nil) }
-      if let isDuplicate, isDuplicate(stored, value) { return (true, nil) }
-      let old = stored
-      stored = value
-      return (false, Update(old: old, new: value, isInitial: false))
-    }
-    if skipped { hub.scanForDeadOwners() }
-  }
-
-  /// `publish(_:generation:)` of a large value: in a parcel.
-  @inlinable func publishInParcel(_ value: Value, generation expected: UInt?) {
-    let skipped = hub.commitParcel { stored -> (Bool, Parcel<Update<Value>>?, commits: Bool) in
-      if let expected, generation.load(ordering: .acquiring) != expected { return (false, nil, false) }
-      if let isDuplicate, isDuplicate(stored, value) { return (true, nil, false) }
-      let parcel = Property<Value>.parcel(changingFrom: stored, to: value)
-      stored = value
-      return (false, parcel, true)
-    }
-    if skipped { hub.scanForDeadOwners() }
+    let token = hub.lockForCommit()
+    if let expected, generation.load(ordering: .acquiring) != expected { return token.unlock() }
+    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
   }
 
   /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,

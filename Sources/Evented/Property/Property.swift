@@ -74,71 +74,13 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     get { hub.read { copy $0 } }
     set { write(newValue) }
     _modify {
-      // Two accessors, so that neither keeps room for the other's temporaries.
-      if Hub<Update<Value>, Value>.hasLargeMessages {
-        yield &valueInParcel
-      } else {
-        yield &valueInPlace
-      }
-    }
-  }
-
-  /// The in-place mutation of ``value`` for a small value: on a copy, stored back.
-  @inlinable
-  var valueInPlace: Value {
-    get { value }
-    _modify {
-      let locked = hub.beginInPlace()
-      var next = locked.pointee.stored
-      var isYielding = true
-      defer {
-        if isYielding {
-          // The access was aborted (it threw): nothing changes.
-          hub.abandonInPlace()
-          withExtendedLifetime(next) {}
-        }
-      }
+      // On a copy, stored back. If the access is aborted (it threw), the token's end
+      // unlocks and nothing changes.
+      let token = hub.lockForCommit()
+      var next = token.state.pointee.stored
       yield &next
-      isYielding = false
-      var old: Value? = nil
-      if let isDuplicate, isDuplicate(locked.pointee.stored, next) {
-        hub.commitInPlace(locked, nil)
-      } else {
-        old = locked.pointee.stored
-        locked.pointee.stored = next
-        hub.commitInPlace(locked, Update(old: old!, new: next, isInitial: false))
-      }
+      hub.change(token, to: next, isDuplicate: isDuplicate)
       withExtendedLifetime(next) {}
-      withExtendedLifetime(old) {}
-    }
-  }
-
-  /// The in-place mutation of ``value`` for a large value: on a copy, stored back,
-  /// and delivered in a parcel.
-  @inlinable
-  var valueInParcel: Value {
-    get { value }
-    _modify {
-      let locked = hub.beginInPlace()
-      var next = locked.pointee.stored
-      var isYielding = true
-      defer {
-        if isYielding {
-          // The access was aborted (it threw): nothing changes.
-          hub.abandonInPlace()
-          withExtendedLifetime(next) {}
-        }
-      }
-      yield &next
-      isYielding = false
-      let (parcel, commits) = storeInParcel(&locked.pointee.stored, next)
-      if commits {
-        hub.proceed(locked, locked.pointee.commit(parcel))
-      } else {
-        hub.abandonInPlace()
-      }
-      withExtendedLifetime(next) {}
-      withExtendedLifetime(parcel) {}
     }
   }
 
@@ -178,108 +120,27 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   public func modify<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    // Two functions, so that neither keeps room for the other's temporaries.
-    if Hub<Update<Value>, Value>.hasLargeMessages { return try modifyInParcel(body) }
-    return try modifyInPlace(body)
-  }
-
-  /// `modify` of a small value: on a copy, stored back.
-  @inlinable @inline(__always)
-  func modifyInPlace<Result, Failure: Error>(
-    _ body: (inout Value) throws(Failure) -> Result
-  ) throws(Failure) -> Result {
-    let (outcome, leftover) = hub.commit { stored -> ((Swift.Result<Result, Failure>, Value?), Update<Value>?) in
-      var next = stored
-      let result: Result
-      do throws(Failure) {
-        result = try body(&next)
-      } catch {
-        return ((.failure(error), next), nil)
-      }
-      if let isDuplicate, isDuplicate(stored, next) { return ((.success(result), next), nil) }
-      let old = stored
-      stored = next
-      return ((.success(result), nil), Update(old: old, new: next, isInitial: false))
+    let token = hub.lockForCommit()
+    var next = token.state.pointee.stored
+    let outcome: Swift.Result<Result, Failure>
+    do throws(Failure) {
+      outcome = .success(try body(&next))
+    } catch {
+      outcome = .failure(error)
     }
-    _ = leftover
+    if case .success = outcome {
+      hub.change(token, to: next, isDuplicate: isDuplicate)
+    } else {
+      token.unlock()
+    }
+    // Whatever `next` holds is released only now, after unlocking.
+    withExtendedLifetime(next) {}
     return try outcome.get()
   }
 
   @inlinable
   func write(_ newValue: Value) {
-    // Two functions, so that neither keeps room for the other's temporaries.
-    if Hub<Update<Value>, Value>.hasLargeMessages {
-      writeInParcel(newValue)
-    } else {
-      writeInPlace(newValue)
-    }
-  }
-
-  /// The write of a small value.
-  @inlinable @inline(__always)
-  func writeInPlace(_ newValue: Value) {
-    hub.commit { stored -> ((), Update<Value>?) in
-      if let isDuplicate, isDuplicate(stored, newValue) { return ((), nil) }
-      let old = stored
-      stored = newValue
-      return ((), Update(old: old, new: newValue, isInitial: false))
-    }
-  }
-}
-
-// Large values (see HubState): the change is put in a parcel as soon as it is known,
-// by a function that returns before the parcel is delivered, so that a write, `modify`
-// or a mutation in place keeps no more than a copy or two of the value on the stack.
-extension Property {
-  /// The write of a large value.
-  @usableFromInline
-  func writeInParcel(_ newValue: Value) {
-    hub.commitParcel { stored -> ((), Parcel<Update<Value>>?, commits: Bool) in
-      if let isDuplicate, isDuplicate(stored, newValue) { return ((), nil, false) }
-      let parcel = Self.parcel(changingFrom: stored, to: newValue)
-      stored = newValue
-      return ((), parcel, true)
-    }
-  }
-
-  /// `modify` of a large value.
-  @inlinable
-  func modifyInParcel<Result, Failure: Error>(
-    _ body: (inout Value) throws(Failure) -> Result
-  ) throws(Failure) -> Result {
-    let (outcome, _) = hub.commitParcel {
-      stored -> ((Swift.Result<Result, Failure>, Parcel<Update<Value>>?), Parcel<Update<Value>>?, commits: Bool) in
-      var next = stored
-      let result: Result
-      do throws(Failure) {
-        result = try body(&next)
-      } catch {
-        // What `body` left in `next` is released after unlocking, in a parcel.
-        return ((.failure(error), Self.parcel(changingFrom: next, to: next)), nil, false)
-      }
-      let (parcel, commits) = storeInParcel(&stored, next)
-      return ((.success(result), parcel), parcel, commits)
-    }
-    return try outcome.get()
-  }
-
-  /// Stores `next` unless it is a duplicate of `stored`.
-  ///
-  /// - Returns: the change in a parcel (a duplicate, not to commit, is in it too, to be
-  ///   released after unlocking), and whether to commit it.
-  @usableFromInline @inline(never)
-  func storeInParcel(_ stored: inout Value, _ next: borrowing Value) -> (Parcel<Update<Value>>, Bool) {
-    let parcel = Self.parcel(changingFrom: stored, to: next)
-    if let isDuplicate, isDuplicate(stored, next) { return (parcel, false) }
-    stored = copy next
-    return (parcel, true)
-  }
-
-  /// A parcel for the change from `old` to `new`. Not inlined, so that the temporaries
-  /// of making it are off the stack afterwards.
-  @usableFromInline @inline(never)
-  static func parcel(changingFrom old: borrowing Value, to new: borrowing Value) -> Parcel<Update<Value>> {
-    Parcel(Update(old: copy old, new: copy new, isInitial: false))
+    hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate)
   }
 }
 

@@ -1,0 +1,207 @@
+// Promises 3 and 4 (serial delivery in commit order) and the overload bound: which
+// thread delivers for a source, and what waits for it. Guarded by the hub's lock.
+//
+// - One thread at a time delivers (`isDelivering`). A commit made while another
+//   thread delivers is queued in `pending` (from `pendingHead`), in commit order, for
+//   that thread; the deliverer takes the queue one delivery at a time until it is empty.
+// - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
+//   that may wait: one that is not delivering for any source and not running a handler
+//   waits before committing while the backlog is full, in arrival order (the tickets of
+//   `room`, `roomWaiters`). Threads inside a handler never wait and may exceed the limit.
+// - Hand-off: a deliverer's turn (`passLength`, the deliveries it made) lasts at most
+//   its own delivery plus `backlogLimit` others when another thread wants the role. A
+//   thread that may wait and commits while the deliverer is past that length queues its
+//   delivery and becomes an heir (`heirs`); the deliverer, between two deliveries, sets
+//   `handOff` and stops; one heir takes the role and continues with the head of the
+//   queue. An heir whose own delivery has been taken by then (`taken` >= its ticket in
+//   `queued`) leaves.
+//
+// Transitions take what they need as arguments (whether the calling thread may wait, a
+// planted bug) and return what the hub must do; none reads a thread-local or a switch.
+
+/// What a committing thread does after its commit.
+@usableFromInline
+enum Start<Delivery> {
+  /// Nothing to deliver.
+  case none
+  /// Queued for the thread delivering now.
+  case queued
+  /// This thread is the deliverer now: deliver this, then the queue.
+  case deliver(Delivery)
+  /// Queued; the deliverer is past its turn: wait to take the role over, until the
+  /// delivery with this ticket has been taken.
+  case heir(UInt)
+}
+
+/// What a waiting heir does next.
+@usableFromInline
+enum HeirStep<Message: Sendable> {
+  /// The role was handed over: wake the other waiters, then deliver this (if
+  /// anything) and the queue.
+  case takeOver(Parcel<Message>?, wake: Condition?)
+  /// Its delivery was taken, or delivery stopped: nothing left to do.
+  case leave
+  /// Wait on the room and ask again.
+  case wait(Condition)
+}
+
+/// The delivering role and the queue of one source; a plain value guarded by the hub's
+/// lock.
+@usableFromInline
+struct DeliveryQueue<Message: Sendable> {
+  /// Committed deliveries waiting for the deliverer; nil before `pendingHead` (taken).
+  @usableFromInline var pending: ContiguousArray<Parcel<Message>?> = []
+  /// The index of the next delivery to take.
+  @usableFromInline var pendingHead = 0
+  /// The most deliveries that may wait, for threads that may wait.
+  @usableFromInline let backlogLimit: Int
+  /// Whether a thread is delivering (the deliverer).
+  @usableFromInline var isDelivering = false
+  /// Deliveries made by the current deliverer since it took the role.
+  @usableFromInline var passLength = 0
+  /// Threads waiting to take the delivering role over.
+  @usableFromInline var heirs = 0
+  /// The deliverer stepped down; the first heir to wake takes the role.
+  @usableFromInline var handOff = false
+  /// Deliveries ever queued, and ever taken from the queue (the heirs' tickets).
+  @usableFromInline var queued: UInt = 0
+  @usableFromInline var taken: UInt = 0
+  /// Threads waiting for room in the backlog, served in ticket order (the tickets are
+  /// in `room`).
+  @usableFromInline var roomWaiters = 0
+  /// Where threads wait for room or for the role; made when a thread first has to
+  /// wait, so that an idle source does not pay for it.
+  @usableFromInline var room: Condition?
+
+  @usableFromInline init(backlogLimit: Int) {
+    self.backlogLimit = backlogLimit
+  }
+
+  /// The number of committed deliveries waiting for the deliverer.
+  @inlinable var backlog: Int { pending.count - pendingHead }
+
+  /// Whether a committing thread that may wait must check for room first.
+  @inlinable var mayHaveToWait: Bool { roomWaiters > 0 || backlog >= backlogLimit }
+
+  /// The room to wake after the deliverer took a delivery, handed the role over or
+  /// stopped: heirs on a hand-off or a stop; threads waiting for room once the backlog
+  /// is down to half the limit, so that they do not wake for every delivery taken.
+  @inlinable var roomToWake: Condition? {
+    guard roomWaiters > 0 || heirs > 0 else { return nil }
+    guard handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2) else { return nil }
+    return room
+  }
+
+  /// Runs `delivery` now if nobody is delivering, else queues it.
+  ///
+  /// - Parameter mayWait: Whether the committing thread may wait (it is not delivering
+  ///   for any source nor running a handler); asked only when it matters.
+  @inlinable mutating func start<P: Package<Message>>(_ delivery: consuming P, mayWait: () -> Bool) -> Start<P> {
+    if isDelivering {
+      pending.append(delivery.parcel())
+      queued &+= 1
+      if passLength > backlogLimit, mayWait() {
+        heirs += 1
+        _checkInvariants()
+        return .heir(queued)
+      }
+      return .queued
+    }
+    isDelivering = true
+    passLength = 1
+    return .deliver(delivery)
+  }
+
+  /// The next queued delivery, or nil after stopping (or handing the role to an heir).
+  ///
+  /// - Parameter newestFirst: Take the newest instead (a planted bug).
+  @inlinable mutating func next(newestFirst: Bool = false) -> Parcel<Message>? {
+    defer { _checkInvariants() }
+    guard pendingHead < pending.count else {
+      isDelivering = false
+      return nil
+    }
+    if passLength > backlogLimit, heirs > 0 {
+      handOff = true
+      return nil
+    }
+    passLength += 1
+    taken &+= 1
+    if newestFirst, pending.count - pendingHead > 1 {
+      return pending.removeLast()
+    }
+    let delivery = pending[pendingHead]
+    pending[pendingHead] = nil
+    pendingHead += 1
+    if pendingHead == pending.count {
+      pending.removeAll(keepingCapacity: pending.count <= 64)
+      pendingHead = 0
+    } else if pendingHead >= 32, pendingHead * 2 >= pending.count {
+      // Under steady contention the queue may never run empty: drop the taken (nil)
+      // slots so it does not grow by one per delivery.
+      pending.removeSubrange(0..<pendingHead)
+      pendingHead = 0
+    }
+    return delivery
+  }
+
+  /// The next step of an heir waiting with `ticket`.
+  @inlinable mutating func heirStep(_ ticket: UInt, newestFirst: Bool = false) -> HeirStep<Message> {
+    defer { _checkInvariants() }
+    if handOff {
+      handOff = false
+      heirs -= 1
+      passLength = 0
+      let first = next(newestFirst: newestFirst)
+      return .takeOver(first, wake: roomWaiters > 0 || heirs > 0 ? room : nil)
+    }
+    if !isDelivering || taken >= ticket {
+      heirs -= 1
+      return .leave
+    }
+    return .wait(waitingRoom())
+  }
+
+  /// Takes a ticket for room in the backlog.
+  @inlinable mutating func enterRoom() -> (Condition, UInt) {
+    let room = waitingRoom()
+    let ticket = room.nextTicket
+    room.nextTicket &+= 1
+    roomWaiters += 1
+    return (room, ticket)
+  }
+
+  /// Whether the waiter with `ticket` may commit now: it is its turn and there is room.
+  @inlinable func hasRoom(for ticket: UInt, in room: Condition) -> Bool {
+    room.servedTicket == ticket && backlog < backlogLimit
+  }
+
+  /// Ends a wait for room that `hasRoom` allowed.
+  ///
+  /// - Returns: whether other threads still wait (to wake them: the next ticket's turn).
+  @inlinable mutating func leaveRoom(_ room: Condition) -> Bool {
+    room.servedTicket &+= 1
+    roomWaiters -= 1
+    _checkInvariants()
+    return roomWaiters > 0
+  }
+
+  /// The waiting room, made on first use.
+  @usableFromInline mutating func waitingRoom() -> Condition {
+    if let room { return room }
+    let made = Condition()
+    room = made
+    return made
+  }
+
+  /// Stops on an impossible state; in debug builds only, after each transition.
+  @inlinable func _checkInvariants() {
+    #if DEBUG
+      if pendingHead > pending.count { preconditionFailure("Evented: the queue's head is past its end") }
+      if heirs < 0 || roomWaiters < 0 { preconditionFailure("Evented: \(heirs) heirs, \(roomWaiters) room waiters") }
+      if !isDelivering, backlog != 0 { preconditionFailure("Evented: \(backlog) deliveries queued with no deliverer") }
+      if handOff, !isDelivering || heirs == 0 { preconditionFailure("Evented: a hand-off with no heir") }
+      if taken > queued { preconditionFailure("Evented: \(taken) deliveries taken of \(queued) queued") }
+    #endif
+  }
+}

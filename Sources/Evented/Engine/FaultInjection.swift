@@ -1,0 +1,59 @@
+// Planted bugs for proving that the stress suite and the tests can fail. None of this is
+// in a default build: it exists only with the package trait `FaultInjection`
+// (`swift build --traits FaultInjection`), which the planted-bug tests and stress runs
+// turn on. Nothing here is API even then: it is reachable only through
+// `@_spi(FaultInjection) import Evented`.
+
+#if FaultInjection
+  import Synchronization
+
+  /// Switches that plant one known bug at a time, for testing the tests.
+  ///
+  /// ```swift
+  /// @_spi(FaultInjection) import Evented
+  /// FaultInjection.planted = .cancelDoesNotWait
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The switch is an atomic; set it from any thread.
+  /// - **Ordering:** Code already running may see the change late; set it before the
+  ///   work it should affect starts.
+  /// - **Reentrancy:** Not applicable.
+  /// - **Lifetime:** Process-wide: it affects every source in the process.
+  @_spi(FaultInjection)
+  public enum FaultInjection {
+    /// A bug that can be planted.
+    ///
+    /// ## Concurrency
+    ///
+    /// - **Thread safety:** A value type; `Sendable`.
+    /// - **Ordering:** Not applicable.
+    /// - **Reentrancy:** Not applicable.
+    /// - **Lifetime:** Not applicable.
+    public enum Bug: UInt8, Sendable, CaseIterable {
+      /// Deliveries queued behind a running delivery pass are taken newest first,
+      /// breaking commit order.
+      case deliverOutOfOrder = 1
+      /// Sweeps keep subscriptions whose owner is gone, so they are never purged.
+      case keepDeadOwners = 2
+      /// `cancel()` returns without waiting for a handler running on another thread.
+      case cancelDoesNotWait = 3
+      /// A source forgets an ended subscription whose handler still runs, so that
+      /// `removeAllObservers()` does not wait for it.
+      case forgetRunningEndedSubscriptions = 4
+    }
+
+    /// The bug planted now, if any.
+    public static var planted: Bug? {
+      get { Bug(rawValue: plantedBug.load(ordering: .relaxed)) }
+      set { plantedBug.store(newValue?.rawValue ?? 0, ordering: .relaxed) }
+    }
+
+    @usableFromInline static func isPlanted(_ bug: Bug) -> Bool {
+      plantedBug.load(ordering: .relaxed) == bug.rawValue
+    }
+  }
+
+  private let plantedBug = Atomic<UInt8>(0)
+#endif

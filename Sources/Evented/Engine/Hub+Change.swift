@@ -1,0 +1,50 @@
+// Promises 7 (read your writes; `modify` is atomic and notifies once) and 8 (dedup is
+// exact): the one write path of a property, for `value =`, `modify`, a mutation in
+// place through `value`, and a derived value's update.
+
+extension Hub {
+  /// Stores `next` and commits the change from the old value to every current
+  /// subscription, unless `isDuplicate` finds the two equal; then unlocks and delivers.
+  /// Takes over the caller's lock, which must have been taken by ``lockForCommit()``.
+  ///
+  /// `isDuplicate` is user code run under the lock (an `==`). The old value is
+  /// released after unlocking.
+  ///
+  /// - Returns: false if `next` was a duplicate and nothing changed.
+  @inlinable @discardableResult
+  func change(
+    _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
+  ) -> Bool where Message == Update<Stored> {
+    // The stored value is reached as an `inout` argument throughout, so that unoptimized
+    // builds pass it by address instead of copying it to the stack.
+    if let isDuplicate, Self.equal(&token.state.pointee.stored, next, isDuplicate) {
+      token.unlock()
+      return false
+    }
+    guard let recipients = token.state.pointee.recipientsOfCommit() else {
+      let old = Self.replace(&token.state.pointee.stored, with: next)
+      token.unlock()
+      withExtendedLifetime(old) {}
+      return true
+    }
+    commit(token, to: recipients) { stored in
+      defer { stored = next }
+      return Update(old: stored, new: next, isInitial: false)
+    }
+    return true
+  }
+
+  @inlinable @inline(__always)
+  static func equal(
+    _ stored: inout Stored, _ next: Stored, _ isDuplicate: @Sendable (Stored, Stored) -> Bool
+  ) -> Bool {
+    isDuplicate(stored, next)
+  }
+
+  /// Stores `next`; returns the old value, to release after unlocking.
+  @inlinable @inline(__always)
+  static func replace(_ stored: inout Stored, with next: Stored) -> Stored {
+    defer { stored = next }
+    return stored
+  }
+}

@@ -1,0 +1,300 @@
+// Promises 2–5 and the overload bound: the engine behind every lock-based source. Every
+// operation is "lock, transition, unlock, act": it locks the source's one lock, calls a
+// transition of `HubState`, unlocks, and then carries out what the transition returned
+// (delivering, waiting, releasing garbage), never calling user code under the lock.
+//
+// The path of a message, read down once and up once:
+//
+//   send / change / subscribe with replay   lock (waiting for room if the backlog is
+//     → commit                              full), pick the recipients, pack the message
+//     → proceed                             unlock; deliver now, or leave it queued for
+//     → drain                               the deliverer, or wait to take the role over;
+//     → takeNext                            deliver, then each queued delivery
+//
+// If no thread is delivering for the source, the committing thread becomes the
+// deliverer: it delivers its own commit outside the lock, then takes queued commits
+// one by one until the queue is empty. Commits made meanwhile, by other threads or by
+// handlers on this one, are queued with the snapshot of their commit time. This gives
+// every subscription its deliveries one at a time, in commit order, without nesting.
+
+/// The backlog limit of a source created without one.
+@usableFromInline let defaultBacklogLimit = 1_024
+
+/// One source's subscriptions, its stored value and its delivery queue: a handle to
+/// one heap object (`HubStorage`) holding `HubState` and the lock that guards it.
+@usableFromInline
+struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
+  // @unchecked Sendable: every mutable field is in the state, guarded by the lock the
+  // storage holds; the waiting room is used only with that lock.
+  @usableFromInline let storage: HubStorage<Message, Stored>
+
+  @usableFromInline typealias Token = LockToken<HubState<Message, Stored>>
+
+  /// Makes a hub holding `stored`.
+  @usableFromInline static func make(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) -> Hub {
+    precondition(backlogLimit >= 1, "Evented: a backlog limit must be at least 1")
+    return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
+  }
+
+  @usableFromInline init(storage: HubStorage<Message, Stored>) {
+    self.storage = storage
+  }
+
+  /// Whether messages travel in a `Parcel` (see Parcel.swift). A constant in
+  /// specialized code: the one place that decides how a message is packed.
+  @inlinable static var usesParcels: Bool { MemoryLayout<Message>.size > largeMessageSize }
+
+  // MARK: Locking
+
+  /// Locks for a commit; first waits, if the backlog is full and this thread may wait,
+  /// until there is room.
+  @inlinable @inline(__always)
+  func lockForCommit() -> Token {
+    let token = storage.lock()
+    if token.state.pointee.queue.mayHaveToWait { waitForRoom(token) }
+    return token
+  }
+
+  /// Waits, in arrival order, until the backlog has room, unless this thread is
+  /// delivering for a source or running a handler.
+  @usableFromInline func waitForRoom(_ token: borrowing Token) {
+    guard !DeliveringThread.isDelivering else { return }
+    let (room, ticket) = token.state.pointee.queue.enterRoom()
+    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
+    if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
+  }
+
+  // MARK: The path of a message
+
+  /// Commits `message` to every current subscription and delivers it.
+  @inlinable
+  func send(_ message: Message) {
+    let token = lockForCommit()
+    guard let recipients = token.state.pointee.recipientsOfCommit() else { return token.unlock() }
+    commit(token, to: recipients) { _ in message }
+  }
+
+  /// Packs the message `build` makes from the stored value for `recipients`, then
+  /// commits and delivers it. Takes over the caller's lock.
+  @inlinable @inline(__always)
+  func commit(_ token: consuming Token, to recipients: Recipients<Message>, _ build: (inout Stored) -> Message) {
+    if Self.usesParcels {
+      commit(token, to: recipients, as: Parcel<Message>.self, build)
+    } else {
+      commit(token, to: recipients, as: Inline<Message>.self, build)
+    }
+  }
+
+  /// ``commit(_:to:_:)`` with the package type chosen.
+  @inlinable
+  func commit<P: Package<Message>>(
+    _ token: consuming Token, to recipients: Recipients<Message>, as _: P.Type, _ build: (inout Stored) -> Message
+  ) {
+    let stored = token.state
+    let package = P.make(for: recipients) { build(&stored.pointee.stored) }
+    proceed(token, token.state.pointee.queue.start(package) { !DeliveringThread.isDelivering })
+  }
+
+  /// Carries out `start` after a commit: unlocks, then delivers, or waits to take the
+  /// delivering role over.
+  @inlinable @inline(__always)
+  func proceed<P: Package<Message>>(_ token: consuming Token, _ start: consuming Start<P>) {
+    switch consume start {
+    case .none, .queued:
+      token.unlock()
+    case .deliver(let first):
+      token.unlock()
+      drain(first)
+    case .heir(let ticket):
+      waitForTurn(token, ticket)
+    }
+  }
+
+  /// Waits until the deliverer hands the role over (then delivers the queue) or the
+  /// delivery with `ticket` has been taken by a deliverer.
+  @usableFromInline func waitForTurn(_ token: consuming Token, _ ticket: UInt) {
+    while true {
+      switch token.state.pointee.queue.heirStep(ticket, newestFirst: Self.plantedNewestFirst) {
+      case .takeOver(let first, let wake):
+        wake?.broadcast()
+        token.unlock()
+        if let first { drain(first) }
+        return
+      case .leave:
+        token.unlock()
+        return
+      case .wait(let room):
+        token.wait(room)
+      }
+    }
+  }
+
+  /// Delivers `first`, then every delivery queued meanwhile, then stops delivering.
+  ///
+  /// The thread counts as delivering meanwhile (it never waits for room in any
+  /// backlog), and hands the role over between two deliveries when its turn is over and
+  /// another thread waits for it.
+  @inlinable
+  func drain<P: Package<Message>>(_ first: consuming P) {
+    let me = currentThreadID()
+    let depth = DeliveringThread.enter()
+    defer { DeliveringThread.exit(depth) }
+    var foundGone = !first.deliver(me: me)
+    _ = consume first
+    while let next = takeNext(sweeping: foundGone) {
+      foundGone = !next.deliver(me: me)
+    }
+  }
+
+  /// Takes the next queued delivery, or stops delivering (or hands the role over).
+  /// After a delivery that met an ended or ownerless subscription (`sweeping`), first
+  /// removes the ended subscriptions, and releases them after unlocking.
+  @inlinable @inline(__always)
+  func takeNext(sweeping: Bool) -> Parcel<Message>? {
+    guard sweeping else {
+      let token = storage.lock()
+      var none = Garbage<Message>()
+      let (next, wake) = token.state.pointee.takeNext(
+        sweeping: false, into: &none, newestFirst: Self.plantedNewestFirst)
+      wake?.broadcast()
+      token.unlock()
+      return next
+    }
+    return sweepAndTakeNext()
+  }
+
+  @inlinable @inline(never)
+  func sweepAndTakeNext() -> Parcel<Message>? {
+    var garbage = Garbage<Message>()
+    let token = storage.lock()
+    let (next, wake) = token.state.pointee.takeNext(
+      sweeping: true, into: &garbage, newestFirst: Self.plantedNewestFirst)
+    wake?.broadcast()
+    token.unlock()
+    garbage.dispose()
+    return next
+  }
+
+  // MARK: Stored values
+
+  /// Reads the stored value under the lock.
+  @inlinable @inline(__always)
+  func read<Result>(_ body: (borrowing Stored) -> Result) -> Result {
+    storage.withLock { body($0.stored) }
+  }
+
+  /// Runs `body` on the stored value under the lock; commits the message it returns,
+  /// if any, to every current subscription, and delivers it.
+  ///
+  /// `body` is user code run under the lock (an `==`); it must not touch this source.
+  /// What it returns is released after unlocking.
+  @inlinable
+  func commit<Result, Failure: Error>(
+    _ body: (inout Stored) throws(Failure) -> (Result, Message?)
+  ) throws(Failure) -> Result {
+    let token = lockForCommit()
+    let outcome: (Result, Message?)
+    do throws(Failure) {
+      outcome = try body(&token.state.pointee.stored)
+    } catch {
+      token.unlock()
+      throw error
+    }
+    guard outcome.1 != nil, let recipients = token.state.pointee.recipientsOfCommit() else {
+      token.unlock()
+      return outcome.0
+    }
+    commit(token, to: recipients) { _ in outcome.1.unsafelyUnwrapped }
+    return outcome.0
+  }
+
+  /// Adds `entry`; if `replay` is given, first delivers its message to `entry` alone,
+  /// taken from the stored value at the same instant.
+  @inlinable
+  func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
+    var garbage = Garbage<Message>()
+    let token = replay == nil ? storage.lock() : lockForCommit()
+    token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    if let replay {
+      commit(token, to: .one(entry)) { replay($0) }
+    } else {
+      token.unlock()
+    }
+    garbage.dispose()
+  }
+
+  // MARK: Subscribers
+
+  /// Ends and removes every subscription; also ends, and waits for, those that a
+  /// concurrent call removed and has not finished ending.
+  func removeAll() {
+    var garbage = Garbage<Message>()
+    let ticket = storage.withLock { $0.subscribers.removeAll(into: &garbage) }
+    garbage.dispose()
+    var finished = Garbage<Message>()
+    storage.withLock { $0.subscribers.finishRemoval(ticket, into: &finished) }
+    _ = finished
+  }
+
+  /// Moves the incremental scan for dead owners on by two slots. A derived value calls
+  /// it when it skips an update (a duplicate, a filtered-out event), so that observers
+  /// whose owner died are found, and the derived value freed, even when it never
+  /// delivers again.
+  @usableFromInline func scanForDeadOwners() {
+    var garbage = Garbage<Message>()
+    storage.withLock { state in
+      if !state.subscribers.slots.isEmpty {
+        state.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+      }
+    }
+    garbage.dispose()
+  }
+
+  /// The number of subscriptions whose owner is alive, after sweeping the others out.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions.
+  var liveCount: Int {
+    var garbage = Garbage<Message>()
+    let count = storage.withLock { state in
+      let endedAndRunning = state.subscribers.sweep(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+      return state.subscribers.live - endedAndRunning
+    }
+    garbage.dispose()
+    return count
+  }
+
+  // MARK: Planted bugs (none unless built with the FaultInjection trait)
+
+  @inlinable static var plantedNewestFirst: Bool {
+    #if FaultInjection
+      FaultInjection.isPlanted(.deliverOutOfOrder)
+    #else
+      false
+    #endif
+  }
+
+  @inlinable static var plantedKeepDeadOwners: Bool {
+    #if FaultInjection
+      FaultInjection.isPlanted(.keepDeadOwners)
+    #else
+      false
+    #endif
+  }
+}
+
+/// The heap object of a `Hub`: its state, with the lock as the tail element.
+@usableFromInline
+final class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Stored>> {
+  /// Ends every subscription without waiting, so that deliveries already submitted to
+  /// a queue and not started never run: a source that is gone delivers nothing more.
+  /// A handler running on another thread finishes and then releases itself.
+  deinit {
+    let entries = withLock { state in
+      var entries = ContiguousArray<Entry<Message>>()
+      for case let entry? in state.subscribers.slots { entries.append(entry) }
+      for removal in state.subscribers.removals.values { entries.append(contentsOf: removal) }
+      return entries
+    }
+    for entry in entries { entry.endSwept() }
+  }
+}
