@@ -50,7 +50,7 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   @usableFromInline @inline(never)
   final func ownerIsGone() {
     #if FaultInjection
-      if FaultInjection.isPlanted(.keepDeadOwners) { return }
+      if Planted.keepDeadOwners { return }
     #endif
     endSwept()
   }

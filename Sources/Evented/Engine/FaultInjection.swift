@@ -56,4 +56,15 @@
   }
 
   private let plantedBug = Atomic<UInt8>(0)
+
+  /// The engine's checks for each bug: internal, since inlinable code cannot use SPI.
+  @usableFromInline
+  enum Planted {
+    @usableFromInline static var deliverOutOfOrder: Bool { FaultInjection.isPlanted(.deliverOutOfOrder) }
+    @usableFromInline static var keepDeadOwners: Bool { FaultInjection.isPlanted(.keepDeadOwners) }
+    @usableFromInline static var cancelDoesNotWait: Bool { FaultInjection.isPlanted(.cancelDoesNotWait) }
+    @usableFromInline static var forgetRunningEndedSubscriptions: Bool {
+      FaultInjection.isPlanted(.forgetRunningEndedSubscriptions)
+    }
+  }
 #endif

@@ -267,7 +267,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   @inlinable static var plantedNewestFirst: Bool {
     #if FaultInjection
-      FaultInjection.isPlanted(.deliverOutOfOrder)
+      Planted.deliverOutOfOrder
     #else
       false
     #endif
@@ -275,7 +275,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   @inlinable static var plantedKeepDeadOwners: Bool {
     #if FaultInjection
-      FaultInjection.isPlanted(.keepDeadOwners)
+      Planted.keepDeadOwners
     #else
       false
     #endif

@@ -67,7 +67,7 @@ class SubscriptionCore: @unchecked Sendable {
     guard word & Self.ended != 0 else { return false }
     if word & ~(Self.ended | Self.runnerReleases) == 0 { return true }
     #if FaultInjection
-      return FaultInjection.isPlanted(.forgetRunningEndedSubscriptions)
+      return Planted.forgetRunningEndedSubscriptions
     #else
       return false
     #endif
@@ -112,7 +112,7 @@ class SubscriptionCore: @unchecked Sendable {
     if runner != 0 {
       #if FaultInjection
         // The planted bug returns while the handler runs (and keeps it, to stay memory-safe).
-        if FaultInjection.isPlanted(.cancelDoesNotWait) { return first }
+        if Planted.cancelDoesNotWait { return first }
       #endif
       if !WaitRoom.shared.wait(for: self, runningOn: runner) {
         // The runner waits for this thread: it releases the handler when it returns.
