@@ -155,7 +155,7 @@ struct LockToken<State>: ~Copyable {
     pthread_mutex_unlock(&cell.pointee.mutex)
   }
 
-  deinit {
+  @inlinable deinit {
     release()
   }
 
