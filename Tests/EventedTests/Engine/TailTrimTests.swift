@@ -38,7 +38,7 @@ private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
 /// handler go. It never decides a result: the result is what the threads recorded.
 private let graceForABrokenPromise: Duration = .milliseconds(400)
 
-@Suite struct TailTrimProbeTests {
+@Suite struct TailTrimTests {
   // MARK: - Order, liveness and counts under every mix of ends at the tail
 
   /// A random mix of subscribes (handle-owned, owner-owned, once-only), cancels (mostly
