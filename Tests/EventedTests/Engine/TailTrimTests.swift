@@ -29,11 +29,6 @@ private func checkBookkeeping<M, S>(
   #expect(snapshotMatches, "stale snapshot: \(context())", sourceLocation: sourceLocation)
 }
 
-/// The number of slots (live, ended-but-listed and tombstones) of a lock-based hub.
-private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
-  hub.storage.withLock { $0.slots.count }
-}
-
 /// How long a probe gives a broken promise to show itself before it lets a blocked
 /// handler go. It never decides a result: the result is what the threads recorded.
 private let graceForABrokenPromise: Duration = .milliseconds(400)
@@ -496,23 +491,4 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     #expect(seenA.values == expectedA)
     withExtendedLifetime((handle, keeperA)) {}
   }
-}
-
-/// An atomic flag that closures can share.
-private final class Flag: Sendable {
-  private let raw = Atomic<Bool>(false)
-  init() {}
-  var isSet: Bool { raw.load(ordering: .acquiring) }
-  func set(_ value: Bool = true) { raw.store(value, ordering: .releasing) }
-}
-
-/// An atomic integer that closures can share.
-private final class Number: Sendable {
-  private let raw: Atomic<Int>
-  init(_ initial: Int) { raw = Atomic(initial) }
-  var value: Int { raw.load(ordering: .acquiring) }
-  func store(_ value: Int) { raw.store(value, ordering: .releasing) }
-  /// Stores `value`; returns the value before.
-  func exchange(_ value: Int) -> Int { raw.exchange(value, ordering: .acquiringAndReleasing) }
-  func increment() { raw.add(1, ordering: .acquiringAndReleasing) }
 }
