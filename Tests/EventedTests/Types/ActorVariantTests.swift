@@ -4,24 +4,6 @@ import Testing
 
 @testable import Evented
 
-/// Everything a handler saw, in order.
-private final class Log<Item: Sendable>: Sendable {
-  let items = Monitor<[Item]>([])
-  func append(_ item: Item) { items.withLock { $0.append(item) } }
-  var all: [Item] { items.withLock { $0 } }
-  var count: Int { items.withLock { $0.count } }
-}
-
-/// Detects two invocations of one handler running at once.
-final class OverlapProbe: Sendable {
-  let running = Atomic<Int>(0)
-  let overlaps = Atomic<Int>(0)
-  func enter() {
-    if running.add(1, ordering: .acquiringAndReleasing).newValue != 1 { overlaps.add(1, ordering: .relaxed) }
-  }
-  func leave() { running.subtract(1, ordering: .acquiringAndReleasing) }
-}
-
 private final class Watcher: Sendable {}
 
 private final class SubscriptionSlot: Sendable {
@@ -45,8 +27,8 @@ private struct Profile: Equatable, Sendable {
 
   @Test func serialDeliveryActorHandlerNeverRunsConcurrentlyWithItself() async {
     let source = ActorEventSource<Int>()
-    let probe = OverlapProbe()
-    let seen = Log<Int>()
+    let probe = OverlapDetector()
+    let seen = Recorder<Int>()
     let subscription = await source.observe { event in
       probe.enter()
       for _ in 0..<3 { await Task.yield() }
@@ -61,7 +43,7 @@ private struct Profile: Equatable, Sendable {
       }
     }
     #expect(await settles { seen.count == 400 })
-    #expect(probe.overlaps.load(ordering: .relaxed) == 0)
+    #expect(probe.overlapCount == 0)
     subscription.cancel()
   }
 
@@ -69,7 +51,7 @@ private struct Profile: Equatable, Sendable {
 
   @Test func commitOrderActorEventSourceDeliversEveryEventInSendOrder() async {
     let source = ActorEventSource<Int>()
-    let handled = Log<Int>()
+    let handled = Recorder<Int>()
     let subscription = await source.observe { event in handled.append(event) }
     let events = await source.events(bufferingPolicy: .unbounded)
     let consumer = Task {
@@ -83,15 +65,15 @@ private struct Profile: Equatable, Sendable {
     for event in 0..<10_000 { await source.send(event) }
     #expect(await consumer.value == Array(0..<10_000))
     #expect(await settles { handled.count == 10_000 })
-    #expect(handled.all == Array(0..<10_000))
+    #expect(handled.values == Array(0..<10_000))
     subscription.cancel()
     #expect(await source.observerCount == 0)
   }
 
   @Test func commitOrderActorPropertyEndsOnTheFinalValueWhenWritersStop() async {
     let property = ActorProperty(0)
-    let handled = Log<Int>()
-    let changes = Log<Change<Int>>()
+    let handled = Recorder<Int>()
+    let changes = Recorder<Change<Int>>()
     let latest = Monitor<Int>(-1)
     let subscription = await property.observe { value in handled.append(value) }
     let changeSubscription = await property.observeChanges { change in changes.append(change) }
@@ -117,8 +99,8 @@ private struct Profile: Equatable, Sendable {
     }
     let final = await property.value
     #expect(await settles { latest.withLock { $0 } == final })
-    #expect(await settles { handled.all.last == final && handled.count == changes.count + 1 })
-    let all = changes.all
+    #expect(await settles { handled.values.last == final && handled.count == changes.count + 1 })
+    let all = changes.values
     #expect(all.last?.newValue == final)
     #expect(zip(all, all.dropFirst()).allSatisfy { $0.newValue == $1.oldValue }, "changes slide")
     consumer.cancel()
@@ -133,7 +115,7 @@ private struct Profile: Equatable, Sendable {
   @Test func reentrancyActorHandlerMaySendSubscribeAndCancelWithoutDeadlockOrReordering() async {
     let source = ActorEventSource<Int>()
     let property = ActorProperty(0)
-    let log = Log<String>()
+    let log = Recorder<String>()
     let own = SubscriptionSlot()
     let late = SubscriptionSlot()
     let subscription = await source.observe { event in
@@ -153,8 +135,8 @@ private struct Profile: Equatable, Sendable {
     }
     own.subscription.withLock { $0 = subscription }
     await source.send(1)
-    #expect(await settles { log.all.contains("late3") })
-    let all = log.all
+    #expect(await settles { log.values.contains("late3") })
+    let all = log.values
     #expect(all.filter { $0.hasPrefix("a") } == ["a1", "a2"], "in order, and not called after its own cancel")
     #expect(all.filter { $0.hasPrefix("late") } == ["late2", "late3"], "added during 1, so 1 is not delivered to it")
     #expect(await property.value == 1)
@@ -166,7 +148,7 @@ private struct Profile: Equatable, Sendable {
 
   @Test func readYourWritesActorPropertyReadsTheWrittenValueAndModifyNotifiesOnce() async {
     let property = ActorProperty(1)
-    let changes = Log<Change<Int>>()
+    let changes = Recorder<Change<Int>>()
     let subscription = await property.observeChanges { change in changes.append(change) }
     await property.setValue(5)
     #expect(await property.value == 5)
@@ -177,7 +159,7 @@ private struct Profile: Equatable, Sendable {
     #expect(doubled == 10)
     #expect(await property.value == 10)
     #expect(await settles { changes.count == 2 })
-    #expect(changes.all == [Change(oldValue: 1, newValue: 5), Change(oldValue: 5, newValue: 10)])
+    #expect(changes.values == [Change(oldValue: 1, newValue: 5), Change(oldValue: 5, newValue: 10)])
     struct Refused: Error {}
     await #expect(throws: Refused.self) {
       try await property.modify { (value: inout Int) throws(Refused) in
@@ -193,7 +175,7 @@ private struct Profile: Equatable, Sendable {
 
   @Test func dedupIsExactActorPropertyNeverDeliversAnEqualChange() async {
     let property = ActorProperty(1)
-    let changes = Log<Change<Int>>()
+    let changes = Recorder<Change<Int>>()
     let subscription = await property.observeChanges { change in changes.append(change) }
     await property.setValue(1)
     await property.modify { $0 = 1 }
@@ -207,42 +189,42 @@ private struct Profile: Equatable, Sendable {
       }
     }
     await property.setValue(7)
-    #expect(await settles { changes.all.last?.newValue == 7 })
-    let all = changes.all
+    #expect(await settles { changes.values.last?.newValue == 7 })
+    let all = changes.values
     #expect(all.first == Change(oldValue: 1, newValue: 2))
     #expect(all.allSatisfy { $0.oldValue != $0.newValue })
     let every = ActorProperty(1, skipsDuplicates: false)
-    let seen = Log<Int>()
+    let seen = Recorder<Int>()
     let everySubscription = await every.observe { value in seen.append(value) }
     await every.setValue(1)
-    #expect(await settles { seen.all == [1, 1] })
+    #expect(await settles { seen.values == [1, 1] })
     subscription.cancel()
     everySubscription.cancel()
   }
 
   @Test func dedupIsExactActorKeyPathObservationSkipsWritesThatLeaveThePartEqual() async {
     let property = ActorProperty(Profile(name: "Ada", visits: 0))
-    let names = Log<String>()
+    let names = Recorder<String>()
     let watcher = Watcher()
     await property.observe(\.name, with: watcher) { _, name in names.append(name) }
     await property.modify { $0.visits += 1 }
     await property.modify { $0.name = "Grace" }
     await property.modify { $0.visits += 1 }
     await property.setValue(Profile(name: "Linus", visits: 9))
-    #expect(await settles { names.all.last == "Linus" })
-    #expect(names.all == ["Ada", "Grace", "Linus"])
+    #expect(await settles { names.values.last == "Linus" })
+    #expect(names.values == ["Ada", "Grace", "Linus"])
     withExtendedLifetime(watcher) {}
   }
 
   @Test func dedupIsExactActorOwnerlessKeyPathObservationSkipsWritesThatLeaveThePartEqual() async {
     let property = ActorProperty(Profile(name: "first", visits: 0))
-    let names = Log<String>()
+    let names = Recorder<String>()
     let subscription = await property.observe(\.name) { name in names.append(name) }
     await property.modify { $0.visits += 1 }
     await property.modify { $0.name = "second" }
     await property.modify { $0.visits += 1 }
-    #expect(await settles { names.all.last == "second" })
-    #expect(names.all == ["first", "second"])
+    #expect(await settles { names.values.last == "second" })
+    #expect(names.values == ["first", "second"])
     subscription.cancel()
   }
 
@@ -250,11 +232,11 @@ private struct Profile: Equatable, Sendable {
 
   @Test func actorHandlerSubscriptionEndsWhenItsOwnerDeinitializes() async {
     let source = ActorEventSource<Int>()
-    let seen = Log<Int>()
+    let seen = Recorder<Int>()
     var owner: Watcher? = Watcher()
     let subscription = await source.observe(with: owner!) { _, event in seen.append(event) }
     await source.send(1)
-    #expect(await settles { seen.all == [1] })
+    #expect(await settles { seen.values == [1] })
     #expect(subscription.isActive)
     owner = nil
     #expect(!subscription.isActive)
@@ -297,7 +279,7 @@ private struct Profile: Equatable, Sendable {
 
   @Test func actorObserveOnceDeliversAtMostOnce() async {
     let source = ActorEventSource<Int>()
-    let seen = Log<Int>()
+    let seen = Recorder<Int>()
     let watcher = Watcher()
     await source.observeOnce(with: watcher) { _, event in
       seen.append(event)
@@ -305,7 +287,7 @@ private struct Profile: Equatable, Sendable {
     }
     for event in 1...5 { await source.send(event) }
     #expect(await settles { seen.count == 1 })
-    #expect(seen.all == [1])
+    #expect(seen.values == [1])
     #expect(await source.observerCount == 0)
     withExtendedLifetime(watcher) {}
   }
@@ -337,7 +319,7 @@ private struct Profile: Equatable, Sendable {
     var property: ActorProperty<Int>? = ActorProperty(0)
     let events = await source!.events(bufferingPolicy: .bufferingOldest(2))
     let values = await property!.values
-    let handled = Log<Int>()
+    let handled = Recorder<Int>()
     let handlerSubscription = await property!.observe { value in handled.append(value) }
     for event in 1...3 { await source!.send(event) }
     await property!.setValue(4)
@@ -350,7 +332,7 @@ private struct Profile: Equatable, Sendable {
     var latest: [Int] = []
     for await value in values { latest.append(value) }
     #expect(latest == [5])
-    #expect(await settles { handled.all == [0, 4, 5] })
+    #expect(await settles { handled.values == [0, 4, 5] })
     #expect(!handlerSubscription.isActive, "a handle knows when its actor is gone")
   }
 
@@ -386,7 +368,7 @@ private struct Profile: Equatable, Sendable {
     let sourceView = source.readOnly
     let values = await propertyView.values(bufferingPolicy: .unbounded)
     let events = await sourceView.events()
-    let seen = Log<String>()
+    let seen = Recorder<String>()
     let owner = Owner()
     await propertyView.observeChanges(with: owner) { _, change in seen.append("change \(change.newValue)") }
     await sourceView.observeOnce(with: owner) { _, event in seen.append("once \(event)") }
@@ -402,7 +384,7 @@ private struct Profile: Equatable, Sendable {
     var eventIterator = events.makeAsyncIterator()
     #expect(await eventIterator.next() == 7)
     #expect(await eventIterator.next() == 8)
-    #expect(await settles { seen.all.sorted() == ["change 2", "once 7"] })
+    #expect(await settles { seen.values.sorted() == ["change 2", "once 7"] })
     withExtendedLifetime(owner) {}
   }
 }
