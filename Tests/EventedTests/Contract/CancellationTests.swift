@@ -197,4 +197,23 @@ import Testing
     #expect(drained.wait())
     #expect(seen.values == [1])
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func cancellationIsFinalWhenTheOwnerOfAnActorHandlerDeinitializes(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let seen = Recorder<Int>()
+    var owner: Owner? = Owner()
+    let subscription = await source.observe(with: owner!) { _, event in seen.append(event) }
+    await source.send(1)
+    #expect(await settles { seen.values == [1] })
+    #expect(subscription.isActive)
+    owner = nil
+    #expect(!subscription.isActive)
+    #expect(await source.observerCount == 0)
+    await source.send(2)
+    let afterwards = await settles(timeout: .milliseconds(50)) { seen.count > 1 }
+    #expect(!afterwards, "no handler runs for a dead owner")
+  }
 }

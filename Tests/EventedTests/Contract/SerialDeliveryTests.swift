@@ -77,4 +77,29 @@ import Testing
     #expect(detector.overlapCount == 0)
     subscription.cancel()
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func serialDeliveryActorHandlerNeverRunsConcurrentlyWithItself(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let probe = OverlapDetector()
+    let seen = Recorder<Int>()
+    let subscription = await source.observe { event in
+      probe.enter()
+      for _ in 0..<3 { await Task.yield() }
+      seen.append(event)
+      probe.leave()
+    }
+    await withTaskGroup(of: Void.self) { group in
+      for sender in 0..<4 {
+        group.addTask {
+          for event in 0..<100 { await source.send(sender * 1000 + event) }
+        }
+      }
+    }
+    #expect(await settles { seen.count == 400 })
+    #expect(probe.overlapCount == 0)
+    subscription.cancel()
+  }
 }
