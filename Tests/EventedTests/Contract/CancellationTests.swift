@@ -1,6 +1,12 @@
 // Promise 6: when `cancel()` returns, the handler will not start again on any thread;
 // if it is running on another thread, `cancel()` waits for it to finish; called from
 // inside the handler, it returns at once. The same holds when the owner deinitializes.
+//
+// The actor variants run here for the part that applies to them: no delivery starts
+// after `cancel()` returns or after the owner deinitializes. Their `cancel()` does not
+// wait for an `async` handler that is already running (it cannot block on a task), so
+// the tests of waiting, and of two handlers cancelling each other, are for the
+// lock-based types only.
 
 import Dispatch
 import Synchronization
@@ -215,5 +221,32 @@ import Testing
     await source.send(2)
     let afterwards = await settles(timeout: .milliseconds(50)) { seen.count > 1 }
     #expect(!afterwards, "no handler runs for a dead owner")
+  }
+
+  /// The handler's task is inside one delivery with more queued when the subscription
+  /// is cancelled: none of the queued deliveries starts.
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func cancellationIsFinalWhileAnActorHandlerIsMidQueue(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let seen = Recorder<Int>()
+    let entered = AsyncGate()
+    let release = AsyncGate()
+    let subscription = await source.observe { event in
+      seen.append(event)
+      if event == 0 {
+        entered.open()
+        await release.wait()
+      }
+    }
+    for event in 0..<50 { await source.send(event) }
+    await entered.wait()
+    // The task is inside the first delivery with 49 more queued.
+    subscription.cancel()
+    release.open()
+    #expect(await source.observerCount == 0)
+    await source.send(50)
+    let more = await settles(timeout: .milliseconds(100)) { seen.count > 1 }
+    #expect(!more, "no delivery starts after cancel() returned")
+    #expect(seen.values == [0])
   }
 }

@@ -1,6 +1,9 @@
 // Promise 1: every member of a lock-based type may be called from any thread at any
 // time, with no data race. Run under Thread Sanitizer, these tests are the proof; run
 // without it, they check that the books balance afterwards.
+//
+// The actor variants are free of data races by isolation; their test calls every
+// member from many tasks at once and checks that the books balance afterwards.
 
 import Dispatch
 import Synchronization
