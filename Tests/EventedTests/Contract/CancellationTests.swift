@@ -226,7 +226,7 @@ import Testing
   /// The handler's task is inside one delivery with more queued when the subscription
   /// is cancelled: none of the queued deliveries starts.
   @Test(arguments: ActorEventSubjectKind.allCases)
-  func cancellationIsFinalWhileAnActorHandlerIsMidQueue(_ kind: ActorEventSubjectKind) async {
+  func cancelIsFinalWhileTheDrainTaskIsMidQueue(_ kind: ActorEventSubjectKind) async {
     let source = kind.make()
     let seen = Recorder<Int>()
     let entered = AsyncGate()
