@@ -1,6 +1,12 @@
 // Promise 6: when `cancel()` returns, the handler will not start again on any thread;
 // if it is running on another thread, `cancel()` waits for it to finish; called from
 // inside the handler, it returns at once. The same holds when the owner deinitializes.
+//
+// The actor variants run here for the part that applies to them: no delivery starts
+// after `cancel()` returns or after the owner deinitializes. Their `cancel()` does not
+// wait for an `async` handler that is already running (it cannot block on a task), so
+// the tests of waiting, and of two handlers cancelling each other, are for the
+// lock-based types only.
 
 import Dispatch
 import Synchronization
@@ -196,5 +202,51 @@ import Testing
     queue.async { drained.open() }
     #expect(drained.wait())
     #expect(seen.values == [1])
+  }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func cancellationIsFinalWhenTheOwnerOfAnActorHandlerDeinitializes(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let seen = Recorder<Int>()
+    var owner: Owner? = Owner()
+    let subscription = await source.observe(with: owner!) { _, event in seen.append(event) }
+    await source.send(1)
+    #expect(await settles { seen.values == [1] })
+    #expect(subscription.isActive)
+    owner = nil
+    #expect(!subscription.isActive)
+    #expect(await source.observerCount == 0)
+    await source.send(2)
+    let afterwards = await settles(timeout: .milliseconds(50)) { seen.count > 1 }
+    #expect(!afterwards, "no handler runs for a dead owner")
+  }
+
+  /// The handler's task is inside one delivery with more queued when the subscription
+  /// is cancelled: none of the queued deliveries starts.
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func cancelIsFinalWhileTheDrainTaskIsMidQueue(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let seen = Recorder<Int>()
+    let entered = AsyncGate()
+    let release = AsyncGate()
+    let subscription = await source.observe { event in
+      seen.append(event)
+      if event == 0 {
+        entered.open()
+        await release.wait()
+      }
+    }
+    for event in 0..<50 { await source.send(event) }
+    await entered.wait()
+    // The task is inside the first delivery with 49 more queued.
+    subscription.cancel()
+    release.open()
+    #expect(await source.observerCount == 0)
+    await source.send(50)
+    let more = await settles(timeout: .milliseconds(100)) { seen.count > 1 }
+    #expect(!more, "no delivery starts after cancel() returned")
+    #expect(seen.values == [0])
   }
 }

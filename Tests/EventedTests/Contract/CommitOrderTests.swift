@@ -119,4 +119,67 @@ import Testing
     #expect(orderly.value == subscribed.value)
     #expect(property.value == 2_000)
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func commitOrderActorSubscriptionsReceiveEveryEventInSendOrder(_ kind: ActorEventSubjectKind) async {
+    let subject = kind.make()
+    let first = Recorder<Int>()
+    let second = Recorder<Int>()
+    var owner: Owner? = Owner()
+    let subscription = await subject.observe { event in first.append(event) }
+    await subject.observe(with: owner!) { _, event in
+      await Task.yield()
+      second.append(event)
+    }
+    for event in 0..<2_000 { await subject.send(event) }
+    #expect(await settles { first.count == 2_000 && second.count == 2_000 })
+    #expect(first.values == Array(0..<2_000))
+    #expect(second.values == Array(0..<2_000))
+    subscription.cancel()
+    owner = nil
+    #expect(await subject.observerCount == 0)
+  }
+
+  @Test(arguments: ActorPropertySubjectKind.allCases)
+  func commitOrderActorPropertyEndsOnTheFinalValueWhenWritersStop(_ kind: ActorPropertySubjectKind) async {
+    let property = kind.make()
+    let handled = Recorder<Int>()
+    let changes = Recorder<Change<Int>>()
+    let latest = Monitor<Int>(-1)
+    let subscription = await property.observe { value in handled.append(value) }
+    let changeSubscription = await property.observeChanges { change in changes.append(change) }
+    let values = await property.values
+    let consumer = Task {
+      for await value in values {
+        latest.withLock { $0 = value }
+        await Task.yield()
+      }
+    }
+    await withTaskGroup(of: Void.self) { group in
+      for writer in 0..<4 {
+        group.addTask {
+          for index in 1...2_500 {
+            if index.isMultiple(of: 2) {
+              await property.setValue(writer * 1_000_000 + index)
+            } else {
+              await property.modify { $0 = writer * 1_000_000 + index }
+            }
+          }
+        }
+      }
+    }
+    let final = await property.value
+    #expect(await settles { latest.withLock { $0 } == final })
+    #expect(await settles { handled.values.last == final && handled.count == changes.count + 1 })
+    let all = changes.values
+    #expect(all.last?.newValue == final)
+    #expect(zip(all, all.dropFirst()).allSatisfy { $0.newValue == $1.oldValue }, "changes slide")
+    consumer.cancel()
+    await consumer.value
+    subscription.cancel()
+    changeSubscription.cancel()
+    #expect(await property.observerCount == 0)
+  }
 }

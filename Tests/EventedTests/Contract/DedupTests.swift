@@ -85,4 +85,36 @@ import Testing
       ])
     a.cancel()
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorPropertySubjectKind.allCases)
+  func dedupIsExactActorPropertyNeverDeliversAnEqualChange(_ kind: ActorPropertySubjectKind) async {
+    let property = kind.make(1)
+    let changes = Recorder<Change<Int>>()
+    let subscription = await property.observeChanges { change in changes.append(change) }
+    await property.setValue(1)
+    await property.modify { $0 = 1 }
+    await property.setValue(2)
+    await property.setValue(2)
+    await withTaskGroup(of: Void.self) { group in
+      for writer in 0..<4 {
+        group.addTask {
+          for index in 0..<500 { await property.setValue((writer + index) % 3) }
+        }
+      }
+    }
+    await property.setValue(7)
+    #expect(await settles { changes.values.last?.newValue == 7 })
+    let all = changes.values
+    #expect(all.first == Change(oldValue: 1, newValue: 2))
+    #expect(all.allSatisfy { $0.oldValue != $0.newValue })
+    let every = ActorProperty(1, skipsDuplicates: false)
+    let seen = Recorder<Int>()
+    let everySubscription = await every.observe { value in seen.append(value) }
+    await every.setValue(1)
+    #expect(await settles { seen.values == [1, 1] })
+    subscription.cancel()
+    everySubscription.cancel()
+  }
 }

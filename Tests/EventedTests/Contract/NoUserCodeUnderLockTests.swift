@@ -5,6 +5,12 @@
 // thread and waits for that call with a bounded wait. Every such call takes the
 // source's lock, so if the lock were held around the user code the call could not
 // finish and the wait would time out.
+//
+// The actor variants do not run here. ActorEventSource and ActorProperty keep their
+// state under actor isolation, not under a lock, and their handlers run in a task of
+// their own, off the actor, so a handler holds nothing that a call into its source
+// needs. Their one lock, the queue of messages pending for one subscription, lives
+// inside that subscription and is not reachable through a subject.
 
 import Dispatch
 import Testing

@@ -76,4 +76,32 @@ import Testing
     #expect(result == 2)
     #expect(property.value == "c!")
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorPropertySubjectKind.allCases)
+  func readYourWritesActorPropertyReadsTheWrittenValueAndModifyNotifiesOnce(_ kind: ActorPropertySubjectKind) async {
+    let property = kind.make(1)
+    let changes = Recorder<Change<Int>>()
+    let subscription = await property.observeChanges { change in changes.append(change) }
+    await property.setValue(5)
+    #expect(await property.value == 5)
+    let doubled = await property.modify { value -> Int in
+      value *= 2
+      return value
+    }
+    #expect(doubled == 10)
+    #expect(await property.value == 10)
+    #expect(await settles { changes.count == 2 })
+    #expect(changes.values == [Change(oldValue: 1, newValue: 5), Change(oldValue: 5, newValue: 10)])
+    struct Refused: Error {}
+    await #expect(throws: Refused.self) {
+      try await property.modify { (value: inout Int) throws(Refused) in
+        value = 99
+        throw Refused()
+      }
+    }
+    #expect(await property.value == 10, "a throwing modify leaves the value as it was")
+    subscription.cancel()
+  }
 }

@@ -73,4 +73,39 @@ import Testing
     l.cancel()
     r.cancel()
   }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func reentrancyActorHandlerMaySendSubscribeAndCancelWithoutDeadlockOrReordering(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let property = ActorProperty(0)
+    let log = Recorder<String>()
+    let own = SubscriptionBox()
+    let late = SubscriptionBox()
+    let subscription = await source.observe { event in
+      log.append("a\(event)")
+      switch event {
+      case 1:
+        await property.setValue(await property.value + 1)
+        let added = await source.observe { event in log.append("late\(event)") }
+        late.subscription = added
+        await source.send(2)
+      case 2:
+        own.cancel()
+        await source.send(3)
+      default:
+        break
+      }
+    }
+    own.subscription = subscription
+    await source.send(1)
+    #expect(await settles { log.values.contains("late3") })
+    let all = log.values
+    #expect(all.filter { $0.hasPrefix("a") } == ["a1", "a2"], "in order, and not called after its own cancel")
+    #expect(all.filter { $0.hasPrefix("late") } == ["late2", "late3"], "added during 1, so 1 is not delivered to it")
+    #expect(await property.value == 1)
+    late.cancel()
+    #expect(await source.observerCount == 0)
+  }
 }

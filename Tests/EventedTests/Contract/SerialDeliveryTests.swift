@@ -7,36 +7,6 @@ import Testing
 
 @testable import Evented
 
-/// Counts a handler's overlapping invocations.
-final class OverlapDetector: Sendable {
-  private let running = Atomic<Int>(0)
-  private let overlaps = Atomic<Int>(0)
-  private let calls = Atomic<Int>(0)
-
-  init() {}
-
-  /// Marks one invocation of the handler, running `work` in the middle of it.
-  func invocation(_ work: () -> Void = {}) {
-    if running.add(1, ordering: .acquiringAndReleasing).newValue != 1 {
-      overlaps.add(1, ordering: .relaxed)
-    }
-    work()
-    running.subtract(1, ordering: .acquiringAndReleasing)
-    calls.add(1, ordering: .acquiringAndReleasing)
-  }
-
-  var overlapCount: Int { overlaps.load(ordering: .relaxed) }
-  var callCount: Int { calls.load(ordering: .acquiring) }
-}
-
-/// Some work that gives another thread the time to enter the handler if it could.
-@inline(never)
-func spin(_ rounds: Int = 200) {
-  var x = 0
-  for i in 0..<rounds { x = x &+ i &* 31 }
-  _ = x
-}
-
 @Suite struct SerialDeliveryContract {
   static let deliveries: [Delivery] = [
     .synchronous,
@@ -105,6 +75,31 @@ func spin(_ rounds: Int = 200) {
       })
     #expect(received.wait(for: 2 * contentionThreads * 200))
     #expect(detector.overlapCount == 0)
+    subscription.cancel()
+  }
+
+  // MARK: - Actor variants
+
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func serialDeliveryActorHandlerNeverRunsConcurrentlyWithItself(_ kind: ActorEventSubjectKind) async {
+    let source = kind.make()
+    let probe = OverlapDetector()
+    let seen = Recorder<Int>()
+    let subscription = await source.observe { event in
+      probe.enter()
+      for _ in 0..<3 { await Task.yield() }
+      seen.append(event)
+      probe.leave()
+    }
+    await withTaskGroup(of: Void.self) { group in
+      for sender in 0..<4 {
+        group.addTask {
+          for event in 0..<100 { await source.send(sender * 1000 + event) }
+        }
+      }
+    }
+    #expect(await settles { seen.count == 400 })
+    #expect(probe.overlapCount == 0)
     subscription.cancel()
   }
 }

@@ -1,7 +1,10 @@
-// The contract suite talks to sources through these two small protocols, so that the
-// same tests can run against every kind of source: today the lock-based EventSource
-// and Property, seen directly and through their read-only views. Another kind of
-// source joins by adding an adapter and a case to the kind enums below.
+// The contract suite talks to sources through small protocols, so that the same tests
+// can run against every kind of source: the lock-based EventSource and Property, seen
+// directly, through their read-only views and through derived values, and the actor
+// variants ActorEventSource and ActorProperty, directly and through their views. The
+// actor variants' sends are awaited and their handlers are `async`, so they have
+// protocols of their own with the same members, awaited. Another kind of source joins
+// by adding an adapter and a case to the kind enums below.
 
 import Evented
 
@@ -263,5 +266,167 @@ struct WrappedPropertySubject: PropertySubject {
 
   func observeChanges(on delivery: Delivery, _ handler: @escaping @Sendable (Change<Int>) -> Void) -> Subscription {
     model.$number.observeChanges(on: delivery, handler)
+  }
+}
+
+// MARK: - Actor variants
+
+/// An actor-isolated source of `Int` events under test: sends are awaited, and each
+/// subscription's `async` handler runs in a task of its own.
+protocol ActorEventSubject: Sendable {
+  /// Commits `event`; handlers receive it afterwards, in their own tasks.
+  func send(_ event: Int) async
+
+  /// Observes every event from now on; the returned handle owns the subscription.
+  func observe(_ handler: @escaping @Sendable (Int) async -> Void) async -> Subscription
+
+  /// Observes every event from now on, for as long as `owner` lives.
+  @discardableResult
+  func observe<O: AnyObject & Sendable>(with owner: O, _ handler: @escaping @Sendable (O, Int) async -> Void) async
+    -> Subscription
+
+  /// The number of live subscriptions.
+  var observerCount: Int { get async }
+}
+
+/// The kinds of actor event subject the contract runs against.
+enum ActorEventSubjectKind: String, CaseIterable, Sendable, CustomStringConvertible {
+  /// `ActorEventSource`, observed directly.
+  case actorEventSource
+  /// `ActorEventSource`, observed through its `ActorReadOnlyEventSource` view.
+  case actorEventSourceView
+  /// `ActorProperty` written with `setValue` and observed with `observeChanges`.
+  case actorProperty
+  /// `ActorProperty` observed through its `ActorReadOnlyProperty` view.
+  case actorPropertyView
+
+  var description: String { rawValue }
+
+  func make() -> any ActorEventSubject {
+    switch self {
+    case .actorEventSource: ActorEventSourceSubject(viewed: false)
+    case .actorEventSourceView: ActorEventSourceSubject(viewed: true)
+    case .actorProperty: ActorPropertyEventSubject(viewed: false)
+    case .actorPropertyView: ActorPropertyEventSubject(viewed: true)
+    }
+  }
+}
+
+struct ActorEventSourceSubject: ActorEventSubject {
+  let source = ActorEventSource<Int>()
+  let viewed: Bool
+
+  func send(_ event: Int) async { await source.send(event) }
+
+  func observe(_ handler: @escaping @Sendable (Int) async -> Void) async -> Subscription {
+    viewed ? await source.readOnly.observe(handler) : await source.observe(handler)
+  }
+
+  func observe<O: AnyObject & Sendable>(with owner: O, _ handler: @escaping @Sendable (O, Int) async -> Void) async
+    -> Subscription
+  {
+    viewed ? await source.readOnly.observe(with: owner, handler) : await source.observe(with: owner, handler)
+  }
+
+  var observerCount: Int {
+    get async { viewed ? await source.readOnly.observerCount : await source.observerCount }
+  }
+}
+
+/// An actor property seen as a stream of events: every write is an event (duplicates
+/// are not skipped), observed without the replay of the current value.
+struct ActorPropertyEventSubject: ActorEventSubject {
+  let property = ActorProperty(-1, skipsDuplicates: false)
+  let viewed: Bool
+
+  func send(_ event: Int) async { await property.setValue(event) }
+
+  func observe(_ handler: @escaping @Sendable (Int) async -> Void) async -> Subscription {
+    let changes: @Sendable (Change<Int>) async -> Void = { change in await handler(change.newValue) }
+    return viewed ? await property.readOnly.observeChanges(changes) : await property.observeChanges(changes)
+  }
+
+  func observe<O: AnyObject & Sendable>(with owner: O, _ handler: @escaping @Sendable (O, Int) async -> Void) async
+    -> Subscription
+  {
+    let changes: @Sendable (O, Change<Int>) async -> Void = { owner, change in await handler(owner, change.newValue) }
+    return viewed
+      ? await property.readOnly.observeChanges(with: owner, changes)
+      : await property.observeChanges(with: owner, changes)
+  }
+
+  var observerCount: Int {
+    get async { viewed ? await property.readOnly.observerCount : await property.observerCount }
+  }
+}
+
+/// An actor property of `Int` under test.
+protocol ActorPropertySubject: Sendable {
+  /// The latest committed value.
+  var value: Int { get async }
+
+  /// Commits `value`.
+  func setValue(_ value: Int) async
+
+  /// Atomically changes the value and notifies once; if `body` throws, the value stays.
+  @discardableResult
+  func modify<R: Sendable, F: Error>(_ body: @Sendable (inout Int) throws(F) -> R) async throws(F) -> R
+
+  /// The current value, then every new one, keeping only the newest undelivered one.
+  var values: AsyncValues<Int> { get async }
+
+  /// Observes the current value, then every new one.
+  func observe(_ handler: @escaping @Sendable (Int) async -> Void) async -> Subscription
+
+  /// Observes every change from now on, as old and new value.
+  func observeChanges(_ handler: @escaping @Sendable (Change<Int>) async -> Void) async -> Subscription
+
+  /// The number of live subscriptions.
+  var observerCount: Int { get async }
+}
+
+/// The kinds of actor property subject the contract runs against.
+enum ActorPropertySubjectKind: String, CaseIterable, Sendable, CustomStringConvertible {
+  /// `ActorProperty(initial)`, which skips duplicates.
+  case actorProperty
+  /// `ActorProperty(initial)` written directly, read and observed through its
+  /// `ActorReadOnlyProperty` view.
+  case actorPropertyView
+
+  var description: String { rawValue }
+
+  func make(_ initial: Int = 0) -> any ActorPropertySubject {
+    ActorPropertyValueSubject(property: ActorProperty(initial), viewed: self == .actorPropertyView)
+  }
+}
+
+struct ActorPropertyValueSubject: ActorPropertySubject {
+  let property: ActorProperty<Int>
+  let viewed: Bool
+
+  var value: Int {
+    get async { viewed ? await property.readOnly.value : await property.value }
+  }
+
+  func setValue(_ value: Int) async { await property.setValue(value) }
+
+  func modify<R: Sendable, F: Error>(_ body: @Sendable (inout Int) throws(F) -> R) async throws(F) -> R {
+    try await property.modify(body)
+  }
+
+  var values: AsyncValues<Int> {
+    get async { viewed ? await property.readOnly.values : await property.values }
+  }
+
+  func observe(_ handler: @escaping @Sendable (Int) async -> Void) async -> Subscription {
+    viewed ? await property.readOnly.observe(handler) : await property.observe(handler)
+  }
+
+  func observeChanges(_ handler: @escaping @Sendable (Change<Int>) async -> Void) async -> Subscription {
+    viewed ? await property.readOnly.observeChanges(handler) : await property.observeChanges(handler)
+  }
+
+  var observerCount: Int {
+    get async { viewed ? await property.readOnly.observerCount : await property.observerCount }
   }
 }

@@ -1,6 +1,9 @@
 // Promise 1: every member of a lock-based type may be called from any thread at any
 // time, with no data race. Run under Thread Sanitizer, these tests are the proof; run
 // without it, they check that the books balance afterwards.
+//
+// The actor variants are free of data races by isolation; their test calls every
+// member from many tasks at once and checks that the books balance afterwards.
 
 import Dispatch
 import Synchronization
@@ -104,5 +107,39 @@ import Testing
     }
     #expect(finished)
     #expect(property.observerCount == 0)
+  }
+
+  // MARK: - Actor variants
+
+  /// Actor isolation rules out data races at compile time; this checks that every
+  /// member called from many tasks at once leaves the books balanced.
+  @Test(arguments: ActorEventSubjectKind.allCases)
+  func threadSafetyEveryActorMemberFromManyTasks(_ kind: ActorEventSubjectKind) async {
+    let subject = kind.make()
+    let delivered = Counter()
+    await withTaskGroup(of: Void.self) { group in
+      for index in 0..<contentionThreads {
+        group.addTask {
+          var random = SplitMix(seed: index)
+          var kept: [Subscription] = []
+          var owners: [Owner] = []
+          for step in 0..<300 {
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0, 1: await subject.send(step)
+            case 2: kept.append(await subject.observe { _ in delivered.increment() })
+            case 3:
+              let owner = Owner()
+              owners.append(owner)
+              await subject.observe(with: owner) { _, _ in delivered.increment() }
+            case 4: if !kept.isEmpty { kept.removeLast().cancel() }
+            default: _ = await subject.observerCount
+            }
+          }
+          for subscription in kept { subscription.cancel() }
+          owners.removeAll()
+        }
+      }
+    }
+    #expect(await subject.observerCount == 0)
   }
 }

@@ -15,3 +15,29 @@ func settles(
   }
   return await isDone()
 }
+
+/// A gate that tasks await without blocking a thread: `open()` resumes every waiter.
+final class AsyncGate: Sendable {
+  private let state = Monitor<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+  func wait() async {
+    await withCheckedContinuation { continuation in
+      let resumeNow = state.withLock { state in
+        if state.isOpen { return true }
+        state.waiters.append(continuation)
+        return false
+      }
+      if resumeNow { continuation.resume() }
+    }
+  }
+
+  func open() {
+    let waiters = state.withLock { state in
+      state.isOpen = true
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  var isOpen: Bool { state.withLock { $0.isOpen } }
+}

@@ -61,3 +61,10 @@ final class SubscriptionBox: Sendable {
 
   func cancel() { subscription?.cancel() }
 }
+
+/// A weak reference that closures can share, to see whether an object was freed.
+final class WeakReference: @unchecked Sendable {
+  // @unchecked Sendable: the runtime loads and stores a weak reference atomically.
+  weak var value: AnyObject?
+  init(_ value: AnyObject?) { self.value = value }
+}

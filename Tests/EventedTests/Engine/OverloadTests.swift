@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 
@@ -117,5 +118,41 @@ import Testing
     #expect(seen.wait(forCount: 4))
     #expect(seen.values == [0, 1, 2, 3])
     subscription.cancel()
+  }
+
+  // MARK: - The per-thread delivering depth
+
+  /// A handler running on a `.queue` target counts as delivering: a send it makes to
+  /// another source whose backlog is full must not wait for room (the deliverer of
+  /// that source is blocked until this send returns, so waiting would deadlock).
+  @Test func queueHandlerSendingToAFullSourceDoesNotWait() {
+    let full = EventSource<Int>(backlogLimit: 1)
+    let entered = Gate()
+    let release = Gate()
+    let fullHandle = full.observe { event in
+      if event == 1 {
+        entered.open()
+        _ = release.wait()
+      }
+    }
+    let deliverer = Spawned { full.send(1) }
+    #expect(entered.wait())
+    full.send(2)  // queued: the backlog is at its limit now
+    let source = EventSource<Int>()
+    let queue = DispatchQueue(label: "probe-depth")
+    let returned = Gate()
+    let handle = source.observe(on: .queue(queue)) { _ in
+      full.send(3)
+      returned.open()
+    }
+    // Spawned threads too, so the depth counter of fresh and exited threads is used.
+    for index in 0..<8 { #expect(completesOnAnotherThread { source.send(index) }) }
+    #expect(returned.wait(), "a queued handler waited for room in another source's backlog")
+    release.open()
+    #expect(deliverer.join())
+    let drained = Gate()
+    queue.async { drained.open() }
+    #expect(drained.wait())
+    withExtendedLifetime((fullHandle, handle)) {}
   }
 }

@@ -4,28 +4,12 @@ import Testing
 
 @testable import Evented
 
-/// An integer that escaping closures can share.
-private final class SharedInt: Sendable {
-  let atomic: Atomic<Int>
-  init(_ value: Int) { atomic = Atomic(value) }
-  func load() -> Int { atomic.load(ordering: .acquiring) }
-  func store(_ value: Int) { atomic.store(value, ordering: .releasing) }
-  func add(_ amount: Int) { atomic.add(amount, ordering: .acquiringAndReleasing) }
-}
-
-/// A flag that escaping closures can share.
-private final class SharedFlag: Sendable {
-  let atomic = Atomic<Bool>(false)
-  func load() -> Bool { atomic.load(ordering: .acquiring) }
-  func store(_ value: Bool) { atomic.store(value, ordering: .releasing) }
-}
-
 /// Runs `body(index)` on `count` new threads and returns when all have finished.
 private func onNewThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
   final class Join: Sendable {
-    let remaining: SharedInt
+    let remaining: Number
     let waiter = Monitor<CheckedContinuation<Void, Never>?>(nil)
-    init(_ count: Int) { remaining = SharedInt(count) }
+    init(_ count: Int) { remaining = Number(count) }
   }
   let join = Join(count)
   await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -33,7 +17,7 @@ private func onNewThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Voi
     for index in 0..<count {
       let thread = Thread {
         body(index)
-        if join.remaining.atomic.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+        if join.remaining.add(-1) == 0 {
           join.waiter.withLock { $0.take() }?.resume()
         }
       }
@@ -85,7 +69,7 @@ private final class ProfileModel: Sendable {
 
   @Test func propertyWrittenFromFourThreadsWhileASlowConsumerIteratesEndsOnTheFinalValue() async {
     let property = Property(-1)
-    let latest = SharedInt(-2)
+    let latest = Number(-2)
     let values = property.values
     let consumer = Task {
       var received = 0
@@ -101,7 +85,7 @@ private final class ProfileModel: Sendable {
     }
     let final = property.value
     #expect(final % 1_000_000 == 24_999)
-    let endedOnFinal = await settles { latest.load() == final }
+    let endedOnFinal = await settles { latest.value == final }
     #expect(endedOnFinal)
     consumer.cancel()
     let received = await consumer.value
@@ -114,17 +98,17 @@ private final class ProfileModel: Sendable {
   @Test func cancellingTheTaskRemovesTheSubscription() async {
     let source = EventSource<Int>()
     let property = Property(0)
-    let started = SharedInt(0)
+    let started = Number(0)
     let events = source.events()
     let values = property.values
     let eventTask = Task {
-      for await _ in events { started.add(1) }
+      for await _ in events { started.increment() }
     }
     let valueTask = Task {
-      for await _ in values { started.add(1) }
+      for await _ in values { started.increment() }
     }
     source.send(1)
-    #expect(await settles { started.load() == 2 })
+    #expect(await settles { started.value == 2 })
     #expect(source.observerCount == 1)
     #expect(property.observerCount == 1)
     eventTask.cancel()
@@ -196,10 +180,10 @@ private final class ProfileModel: Sendable {
 
   @Test func cancellationLeavesNoSubscriptionBehindUnderLoad() async {
     let source = EventSource<Int>()
-    let stop = SharedFlag()
+    let stop = Flag()
     let sender = Task.detached {
       var event = 0
-      while !stop.load() {
+      while !stop.isSet {
         source.send(event)
         event += 1
         await Task.yield()
@@ -216,7 +200,7 @@ private final class ProfileModel: Sendable {
         }
       }
     }
-    stop.store(true)
+    stop.set()
     await sender.value
     #expect(await settles { source.observerCount == 0 })
   }
@@ -271,13 +255,13 @@ private final class ProfileModel: Sendable {
   @Test func aWaitingConsumerIsResumedByTheNextEvent() async {
     let source = EventSource<Int>()
     let events = source.events(bufferingPolicy: .bufferingNewest(1))
-    let waiting = SharedFlag()
+    let waiting = Flag()
     let consumer = Task {
       var iterator = events.makeAsyncIterator()
-      waiting.store(true)
+      waiting.set()
       return await iterator.next()
     }
-    #expect(await settles { waiting.load() })
+    #expect(await settles { waiting.isSet })
     source.send(42)
     #expect(await consumer.value == 42)
   }
@@ -288,18 +272,18 @@ private final class ProfileModel: Sendable {
     let total = 20_000
     for _ in 0..<20 {
       let source = EventSource<Int>()
-      let sent = SharedInt(0)
-      let running = SharedFlag()
+      let sent = Number(0)
+      let running = Flag()
       let made = Task.detached { () -> (Int, Int, AsyncEvents<Int>) in
-        while !running.load() { await Task.yield() }
-        let before = sent.load()
+        while !running.isSet { await Task.yield() }
+        let before = sent.value
         let sequence = source.events(bufferingPolicy: .unbounded)
-        let after = sent.load()
+        let after = sent.value
         return (before, after, sequence)
       }
       await onNewThreads(1) { _ in
         for event in 0..<total {
-          if event == 100 { running.store(true) }
+          if event == 100 { running.set() }
           source.send(event)
           sent.store(event + 1)
         }

@@ -1,9 +1,9 @@
-// Adversarial probes of the tail trim: a subscribe first drops up to two ended
-// subscriptions or tombstones from the end of the list, and a released handler is an
-// optional set to nil. The trim must never drop a live subscription, reorder the others,
-// unbalance the live count, wait for a running handler, or let `removeAllObservers()`
-// return while a handler of the source still runs on another thread. Every test passes
-// on correct code and fails if its promise breaks; none sleeps to decide its result.
+// The tail trim: a subscribe first drops up to two ended subscriptions or tombstones
+// from the end of the list, and a released handler is an optional set to nil. The trim
+// must never drop a live subscription, reorder the others or unbalance the live count,
+// alone or under contention. (Its meeting with a handler still running on another
+// thread is in TailTrimRunningHandlerTests.) Every test passes on correct code and
+// fails if its promise breaks; none sleeps to decide its result.
 
 import Dispatch
 import Foundation
@@ -12,33 +12,7 @@ import Testing
 
 @testable import Evented
 
-/// Checks the bookkeeping of a lock-based hub: `live` counts the listed subscriptions
-/// (tombstones excluded), and a cached snapshot lists exactly them, in order.
-private func checkBookkeeping<M, S>(
-  _ hub: Hub<M, S>, _ context: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation
-) {
-  let (live, listed, snapshotMatches) = hub.storage.withLock { state -> (Int, Int, Bool) in
-    let listed = state.subscribers.slots.compactMap { $0 }
-    let matches =
-      state.subscribers.snapshot.map { snapshot in
-        snapshot.count == listed.count && zip(snapshot, listed).allSatisfy { $0 === $1 }
-      } ?? true
-    return (state.subscribers.live, listed.count, matches)
-  }
-  #expect(live == listed, "live \(live) != listed \(listed): \(context())", sourceLocation: sourceLocation)
-  #expect(snapshotMatches, "stale snapshot: \(context())", sourceLocation: sourceLocation)
-}
-
-/// The number of slots (live, ended-but-listed and tombstones) of a lock-based hub.
-private func slotCount<M, S>(_ hub: Hub<M, S>) -> Int {
-  hub.storage.withLock { $0.subscribers.slots.count }
-}
-
-/// How long a probe gives a broken promise to show itself before it lets a blocked
-/// handler go. It never decides a result: the result is what the threads recorded.
-private let graceForABrokenPromise: Duration = .milliseconds(400)
-
-@Suite struct TailTrimProbeTests {
+@Suite struct TailTrimTests {
   // MARK: - Order, liveness and counts under every mix of ends at the tail
 
   /// A random mix of subscribes (handle-owned, owner-owned, once-only), cancels (mostly
@@ -234,151 +208,6 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     checkBookkeeping(property.hub, "end")
   }
 
-  // MARK: - The trim meets a handler still running on another thread
-
-  /// A handler cancels itself and keeps running on the delivering thread; another thread
-  /// subscribes. The trim leaves the ended entry listed while it runs (so that
-  /// `removeAllObservers()` would wait for it), `observerCount` does not count it, the
-  /// subscribe does not wait for the handler (nobody cancelled it from that thread), and
-  /// the captures are released once, when it returns; the next send removes the entry.
-  @Test(arguments: [false, true]) func trimDoesNotWaitForARunningSelfEndedHandler(once: Bool) {
-    let source = EventSource<Int>()
-    let live = LiveCount()
-    let box = SubscriptionBox()
-    let entered = Gate()
-    let release = Gate()
-    let running = Flag()
-    let calls = Counter()
-    do {
-      let tracked = Tracked(live)
-      let handler: @Sendable (Int) -> Void = { _ in
-        running.set()
-        if !once { box.cancel() }
-        entered.open()
-        _ = release.wait(timeout: .seconds(3))
-        withExtendedLifetime(tracked) {}
-        calls.increment()
-        running.set(false)
-      }
-      box.subscription = once ? source.observeOnce(handler) : source.observe(handler)
-    }
-    let sender = Spawned { source.send(1) }
-    #expect(entered.wait())
-    let subscribedWhileRunning = Flag()
-    let newcomer = Recorder<Int>()
-    let handle = Monitor<Subscription?>(nil)
-    let subscriber = Spawned {
-      let made = source.observe { newcomer.append($0) }
-      subscribedWhileRunning.set(running.isSet)
-      handle.withLock { $0 = made }
-    }
-    #expect(subscriber.join())
-    #expect(slotCount(source.hub) == 2, "the ended entry was dropped while its handler runs")
-    #expect(source.observerCount == 1, "observerCount counted an ended subscription")
-    #expect(slotCount(source.hub) == 2, "observerCount dropped the ended entry while its handler runs")
-    #expect(live.value == 1, "captures released while the handler runs")
-    release.open()
-    #expect(sender.join())
-    #expect(subscribedWhileRunning.isSet, "a subscribe waited for a handler nobody cancelled")
-    #expect(live.wait(for: 0), "captures of the trimmed handler never released")
-    source.send(2)
-    #expect(calls.value == 1)
-    #expect(newcomer.values == [2])
-    #expect(slotCount(source.hub) == 1, "the ended entry outlived the first send after it returned")
-    checkBookkeeping(source.hub, "end")
-    withExtendedLifetime(handle.current) {}
-  }
-
-  /// `cancel()` from another thread waits for the running handler; meanwhile a third
-  /// thread subscribes, and the trim leaves the ended entry listed while it runs.
-  /// `cancel()` must still wait for the invocation to return, and release the captures
-  /// before it returns.
-  @Test func cancelStillWaitsWhenASubscribeMeetsItsEntry() {
-    let source = EventSource<Int>()
-    let live = LiveCount()
-    let entered = Gate()
-    let release = Gate()
-    let running = Flag()
-    let subscription: Subscription
-    do {
-      let tracked = Tracked(live)
-      subscription = source.observe { _ in
-        running.set()
-        entered.open()
-        _ = release.wait()
-        withExtendedLifetime(tracked) {}
-        running.set(false)
-      }
-    }
-    let sender = Spawned { source.send(1) }
-    #expect(entered.wait())
-    let runningAtReturn = Flag()
-    runningAtReturn.set()
-    let liveAtReturn = Number(-1)
-    let cancelled = Gate()
-    let canceller = Spawned {
-      subscription.cancel()
-      runningAtReturn.set(running.isSet)
-      liveAtReturn.store(live.value)
-      cancelled.open()
-    }
-    #expect(eventually { !subscription.isActive })
-    let replacement = source.observe { _ in }  // meets the ended entry, still running
-    #expect(slotCount(source.hub) == 2)
-    _ = cancelled.wait(timeout: graceForABrokenPromise)
-    release.open()
-    #expect(canceller.join())
-    #expect(sender.join())
-    #expect(!runningAtReturn.isSet, "cancel() returned while the handler ran")
-    #expect(liveAtReturn.value == 0, "captures alive when cancel() returned")
-    withExtendedLifetime(replacement) {}
-  }
-
-  // MARK: - removeAllObservers after a trim
-
-  /// `removeAllObservers()` is final: "when it returns, no handler of the source starts
-  /// again, and one running on another thread has been waited for" (Guarantees, 6). A
-  /// handler whose subscription has already ended (a once-only handler, or one that
-  /// cancelled itself) is running on another thread; a subscribe may meet its entry at
-  /// the end of the list or in its scan, then `removeAllObservers()` is called. It must
-  /// not return while that handler still runs. The number of other subscriptions moves
-  /// the scan's position.
-  @Test(arguments: [false, true], 0..<4)
-  func removeAllWaitsForARunningEndedHandlerAfterASubscribe(once: Bool, others: Int) {
-    let source = EventSource<Int>()
-    let keepers = (0..<others).map { _ in source.observe { _ in } }
-    let box = SubscriptionBox()
-    let entered = Gate()
-    let release = Gate()
-    let running = Flag()
-    let handler: @Sendable (Int) -> Void = { _ in
-      running.set()
-      if !once { box.cancel() }
-      entered.open()
-      _ = release.wait()
-      running.set(false)
-    }
-    box.subscription = once ? source.observeOnce(handler) : source.observe(handler)
-    let sender = Spawned { source.send(1) }
-    #expect(entered.wait())
-    let runningAtReturn = Flag()
-    let removed = Gate()
-    let remover = Spawned {
-      _ = source.observe { _ in }  // a screen opened, say
-      source.removeAllObservers()
-      runningAtReturn.set(running.isSet)
-      removed.open()
-    }
-    _ = removed.wait(timeout: graceForABrokenPromise)
-    release.open()
-    #expect(remover.join())
-    #expect(sender.join())
-    #expect(
-      !runningAtReturn.isSet,
-      "removeAllObservers() returned while a handler of the source ran on another thread")
-    withExtendedLifetime(keepers) {}
-  }
-
   // MARK: - Contention
 
   /// Two threads subscribe and cancel at the tail of two sources (each churn
@@ -496,23 +325,4 @@ private let graceForABrokenPromise: Duration = .milliseconds(400)
     #expect(seenA.values == expectedA)
     withExtendedLifetime((handle, keeperA)) {}
   }
-}
-
-/// An atomic flag that closures can share.
-private final class Flag: Sendable {
-  private let raw = Atomic<Bool>(false)
-  init() {}
-  var isSet: Bool { raw.load(ordering: .acquiring) }
-  func set(_ value: Bool = true) { raw.store(value, ordering: .releasing) }
-}
-
-/// An atomic integer that closures can share.
-private final class Number: Sendable {
-  private let raw: Atomic<Int>
-  init(_ initial: Int) { raw = Atomic(initial) }
-  var value: Int { raw.load(ordering: .acquiring) }
-  func store(_ value: Int) { raw.store(value, ordering: .releasing) }
-  /// Stores `value`; returns the value before.
-  func exchange(_ value: Int) -> Int { raw.exchange(value, ordering: .acquiringAndReleasing) }
-  func increment() { raw.add(1, ordering: .acquiringAndReleasing) }
 }
