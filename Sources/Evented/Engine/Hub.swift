@@ -153,9 +153,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   func takeNext(sweeping: Bool) -> Parcel<Message>? {
     guard sweeping else {
       let token = storage.lock()
-      var none = Garbage<Message>()
-      let (next, wake) = token.state.pointee.takeNext(
-        sweeping: false, into: &none, newestFirst: Self.plantedNewestFirst)
+      let (next, wake) = token.state.pointee.takeNext(newestFirst: Self.plantedNewestFirst)
       wake?.broadcast()
       token.unlock()
       return next
@@ -167,8 +165,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   func sweepAndTakeNext() -> Parcel<Message>? {
     var garbage = Garbage<Message>()
     let token = storage.lock()
-    let (next, wake) = token.state.pointee.takeNext(
-      sweeping: true, into: &garbage, newestFirst: Self.plantedNewestFirst)
+    let (next, wake) = token.state.pointee.sweepAndTakeNext(into: &garbage, newestFirst: Self.plantedNewestFirst)
     wake?.broadcast()
     token.unlock()
     garbage.dispose()

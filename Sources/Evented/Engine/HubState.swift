@@ -31,15 +31,21 @@ struct HubState<Message: Sendable, Stored> {
     subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
   }
 
-  /// The next queued delivery, after removing the subscriptions that ended if the last
-  /// delivery met one (`sweeping`); nil after stopping or handing the role over.
+  /// The next queued delivery; nil after stopping or handing the role over.
   ///
   /// - Returns: the delivery, and the room to wake, if any.
-  @inlinable mutating func takeNext(
-    sweeping: Bool, into garbage: inout Garbage<Message>, newestFirst: Bool
-  ) -> (Parcel<Message>?, wake: Condition?) {
-    if sweeping { subscribers.removeEnded(into: &garbage) }
+  @inlinable @inline(__always)
+  mutating func takeNext(newestFirst: Bool) -> (Parcel<Message>?, wake: Condition?) {
     let next = queue.next(newestFirst: newestFirst)
     return (next, queue.roomToWake)
+  }
+
+  /// ``takeNext(newestFirst:)`` after a delivery that met an ended or ownerless
+  /// subscription: first removes the subscriptions that ended.
+  @inlinable mutating func sweepAndTakeNext(
+    into garbage: inout Garbage<Message>, newestFirst: Bool
+  ) -> (Parcel<Message>?, wake: Condition?) {
+    subscribers.removeEnded(into: &garbage)
+    return takeNext(newestFirst: newestFirst)
   }
 }

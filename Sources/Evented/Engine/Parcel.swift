@@ -32,8 +32,9 @@ enum Recipients<Message> {
     case .all(let entries):
       var allLive = true
       entries.withUnsafeBufferPointer { buffer in
-        for index in buffer.indices where !unretainedEntry(buffer, index)._withUnsafeGuaranteedRef(deliver) {
-          allLive = false
+        for index in buffer.indices {
+          let live = unretainedEntry(buffer, index)._withUnsafeGuaranteedRef { deliver($0) }
+          if !live { allLive = false }
         }
       }
       return allLive
