@@ -26,9 +26,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: Self.replay) { owner, changeset in
-      handler(owner, changeset.array)
-    }
+    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -39,9 +37,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: Self.replay) { owner, changeset in
-      handler(owner, changeset.array)
-    }
+    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
   }
 
   /// Calls `handler` with the current array now, then with the array after every
@@ -50,9 +46,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: Self.replay) { changeset in
-      handler(changeset.array)
-    }
+    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -61,9 +55,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: Self.replay) { changeset in
-      handler(changeset.array)
-    }
+    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -91,7 +83,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), handler)
+    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery))
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -102,7 +94,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, handler)
+    hub.observe(.onMain(owner, handler), reading: .message, on: .main)
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -111,7 +103,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), handler)
+    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery))
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
