@@ -112,7 +112,91 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(handler)
+    hub.observe(.onMain(handler), reading: .message, on: .main)
+  }
+
+  /// Calls `handler` with the array after the next commit only, if `owner` is still
+  /// alive then. The current array is not delivered: use ``value`` for it.
+  ///
+  /// ```swift
+  /// model.friends.observeOnce(with: self) { me, friends in me.announce(friends.count) }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** The handler receives the array of the first commit after the
+  ///   subscription took effect, the one its changeset produced.
+  /// - **Reentrancy:** The handler may read, mutate, subscribe and cancel; a commit made
+  ///   inside it is not delivered to it again.
+  /// - **Lifetime:** Ends after the one delivery, when `owner` deinitializes, or on
+  ///   ``Subscription/cancel()``, whichever comes first.
+  ///
+  /// - Note: At most once, even when commits are made concurrently or from inside the
+  ///   handler.
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the owner and the array after the next commit.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the array after the next
+  /// commit only, if `owner` is still alive then.
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler.
+  ///   - delivery: `.main`.
+  ///   - handler: Called on the main actor with the owner and the array.
+  /// - Returns: A handle that may cancel early.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, isOnce: true)
+  }
+
+  /// Calls `handler` with the array after the next commit only, if the returned
+  /// subscription is still kept then.
+  ///
+  /// - Important: Keep the returned handle: it owns the subscription, and
+  ///   `_ = friends.observeOnce { … }` ends at once.
+  ///
+  /// - Parameters:
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the array after the next commit.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observeOnce(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the array after the next
+  /// commit only, if the returned subscription is still kept then.
+  ///
+  /// - Parameters:
+  ///   - delivery: `.main`.
+  ///   - handler: Called on the main actor with the array.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observeOnce(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, isOnce: true)
   }
 
   /// The current array, then the array after every commit, keeping only the newest
