@@ -1,8 +1,44 @@
 extension ArrayProperty {
   /// The number of subscriptions whose owner is alive.
   ///
+  /// The subscription by which ``readOnly`` follows this array is not counted;
+  /// subscriptions to ``readOnly`` are counted by its own `observerCount`.
+  ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
-  public var observerCount: Int { hub.liveCount }
+  public var observerCount: Int {
+    let viewLinks = hasView ? 1 : 0
+    return max(0, hub.liveCount - viewLinks)
+  }
+
+  /// Ends every subscription of this array, including those to ``readOnly``.
+  ///
+  /// ```swift
+  /// friends.removeAllObservers()
+  /// friends.observerCount   // 0
+  /// ```
+  ///
+  /// When this returns, no handler of this array or of its ``readOnly`` view will start
+  /// again. A handler that is running on another thread is waited for, as with
+  /// ``Subscription/cancel()``; this holds when several threads call it at once, too.
+  /// ``readOnly`` keeps following the array for new subscriptions. Values derived from
+  /// it (`map`, `combineLatest`, …) stop receiving updates: they follow it through
+  /// subscriptions that this ends.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** No commit made after this returns reaches an ended subscription.
+  /// - **Reentrancy:** Called from inside a handler of this array, it returns at once
+  ///   for that handler's own subscription, which ends when the handler returns.
+  /// - **Lifetime:** Each ended handler and its captures are released once it is not
+  ///   running.
+  ///
+  /// - Important: As with `cancel()`, a handler that waits for the thread calling this
+  ///   (a lock it holds, a semaphore it would signal) deadlocks.
+  public func removeAllObservers() {
+    hub.removeAll()
+    restartView()
+  }
 
   /// Calls `handler` with the current array now, then with the array after every
   /// commit, for as long as `owner` lives.
