@@ -348,7 +348,8 @@ extension ArrayProperty where Element: Equatable {
   ///
   /// - Parameters:
   ///   - elements: The initial array.
-  ///   - backlogLimit: As for ``ArrayProperty/init(_:backlogLimit:)``.
+  ///   - backlogLimit: How many committed changesets may wait for the delivering thread
+  ///     (1,024 unless given), as for the initializer of any array property.
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
@@ -360,7 +361,8 @@ extension ArrayProperty where Element: Hashable {
   ///
   /// - Parameters:
   ///   - elements: The initial array.
-  ///   - backlogLimit: As for ``ArrayProperty/init(_:backlogLimit:)``.
+  ///   - backlogLimit: How many committed changesets may wait for the delivering thread
+  ///     (1,024 unless given), as for the initializer of any array property.
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
