@@ -218,6 +218,49 @@ public actor ActorProperty<Value: Sendable> {
       })
   }
 
+  /// Awaits `handler` with the next new value only, if `owner` is still alive then. The
+  /// current value is not delivered: use ``value`` for it.
+  ///
+  /// ```swift
+  /// await model.status.observeOnce(with: screen) { @MainActor screen, status in screen.announce(status) }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** A call to the actor, and so a suspension point.
+  /// - **Ordering:** The handler receives the value of the first write that runs on the
+  ///   actor after this call, in the subscription's task.
+  /// - **Reentrancy:** The handler may read, write, subscribe and cancel (with
+  ///   `await`); a write it makes is not delivered to it again.
+  /// - **Lifetime:** Ends after the one delivery, when `owner` deinitializes, or on
+  ///   ``Subscription/cancel()``, whichever comes first.
+  ///
+  /// - Note: At most once, even when writes are made concurrently or from the handler.
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler.
+  ///   - handler: Awaited with the owner and the next value. It may be `@MainActor`.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Value) async -> Void
+  ) -> Subscription {
+    subscribe(
+      owner: owner, replays: false, isOnce: true,
+      .owned { owner, update in await handler(unsafeDowncast(owner, to: Owner.self), update.new) })
+  }
+
+  /// Awaits `handler` with the next new value only, if the returned subscription is
+  /// still kept then.
+  ///
+  /// - Parameter handler: Awaited with the next value. It may be `@MainActor`.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observeOnce(_ handler: @escaping @Sendable (Value) async -> Void) -> Subscription {
+    subscribe(owner: nil, replays: false, isOnce: true, .plain { update in await handler(update.new) })
+  }
+
   @inlinable
   final func commit(_ newValue: Value) {
     if let isDuplicate, isDuplicate(current, newValue) { return }
@@ -230,9 +273,10 @@ public actor ActorProperty<Value: Sendable> {
   private func subscribe(
     owner: (any AnyObject & Sendable)?,
     replays: Bool,
+    isOnce: Bool = false,
     _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
-    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: false, handler)
+    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: isOnce, handler)
     if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))

@@ -62,6 +62,22 @@ public struct ActorReadOnlyProperty<Value: Sendable>: Sendable {
     await property.observe(handler)
   }
 
+  /// Calls `handler` with the next new value only, if `owner` is still alive then; see
+  /// ``ActorProperty/observeOnce(with:_:)``.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    _ handler: @escaping @Sendable (Owner, Value) async -> Void
+  ) async -> Subscription {
+    await property.observeOnce(with: owner, handler)
+  }
+
+  /// Calls `handler` with the next new value only, if the returned subscription is
+  /// still kept then.
+  public func observeOnce(_ handler: @escaping @Sendable (Value) async -> Void) async -> Subscription {
+    await property.observeOnce(handler)
+  }
+
   /// Calls `handler` with every change from now on, for as long as `owner` lives.
   @discardableResult
   public func observeChanges<Owner: AnyObject & Sendable>(

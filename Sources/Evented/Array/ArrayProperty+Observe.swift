@@ -1,8 +1,44 @@
 extension ArrayProperty {
   /// The number of subscriptions whose owner is alive.
   ///
+  /// The subscription by which ``readOnly`` follows this array is not counted;
+  /// subscriptions to ``readOnly`` are counted by its own `observerCount`.
+  ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
-  public var observerCount: Int { hub.liveCount }
+  public var observerCount: Int {
+    let viewLinks = hasView ? 1 : 0
+    return max(0, hub.liveCount - viewLinks)
+  }
+
+  /// Ends every subscription of this array, including those to ``readOnly``.
+  ///
+  /// ```swift
+  /// friends.removeAllObservers()
+  /// friends.observerCount   // 0
+  /// ```
+  ///
+  /// When this returns, no handler of this array or of its ``readOnly`` view will start
+  /// again. A handler that is running on another thread is waited for, as with
+  /// ``Subscription/cancel()``; this holds when several threads call it at once, too.
+  /// ``readOnly`` keeps following the array for new subscriptions. Values derived from
+  /// it (`map`, `combineLatest`, …) stop receiving updates: they follow it through
+  /// subscriptions that this ends.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** No commit made after this returns reaches an ended subscription.
+  /// - **Reentrancy:** Called from inside a handler of this array, it returns at once
+  ///   for that handler's own subscription, which ends when the handler returns.
+  /// - **Lifetime:** Each ended handler and its captures are released once it is not
+  ///   running.
+  ///
+  /// - Important: As with `cancel()`, a handler that waits for the thread calling this
+  ///   (a lock it holds, a semaphore it would signal) deadlocks.
+  public func removeAllObservers() {
+    hub.removeAll()
+    restartView()
+  }
 
   /// Calls `handler` with the current array now, then with the array after every
   /// commit, for as long as `owner` lives.
@@ -26,9 +62,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: Self.replay) { owner, changeset in
-      handler(owner, changeset.array)
-    }
+    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -39,9 +73,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: Self.replay) { owner, changeset in
-      handler(owner, changeset.array)
-    }
+    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
   }
 
   /// Calls `handler` with the current array now, then with the array after every
@@ -50,9 +82,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: Self.replay) { changeset in
-      handler(changeset.array)
-    }
+    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -61,9 +91,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: Self.replay) { changeset in
-      handler(changeset.array)
-    }
+    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -91,7 +119,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), handler)
+    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery))
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -102,7 +130,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, handler)
+    hub.observe(.onMain(owner, handler), reading: .message, on: .main)
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -111,7 +139,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), handler)
+    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery))
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -120,7 +148,91 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(handler)
+    hub.observe(.onMain(handler), reading: .message, on: .main)
+  }
+
+  /// Calls `handler` with the array after the next commit only, if `owner` is still
+  /// alive then. The current array is not delivered: use ``value`` for it.
+  ///
+  /// ```swift
+  /// model.friends.observeOnce(with: self) { me, friends in me.announce(friends.count) }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** The handler receives the array of the first commit after the
+  ///   subscription took effect, the one its changeset produced.
+  /// - **Reentrancy:** The handler may read, mutate, subscribe and cancel; a commit made
+  ///   inside it is not delivered to it again.
+  /// - **Lifetime:** Ends after the one delivery, when `owner` deinitializes, or on
+  ///   ``Subscription/cancel()``, whichever comes first.
+  ///
+  /// - Note: At most once, even when commits are made concurrently or from inside the
+  ///   handler.
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
+  ///     when it deinitializes.
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the owner and the array after the next commit.
+  /// - Returns: A handle that may cancel early; dropping it does not end the
+  ///   subscription.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the array after the next
+  /// commit only, if `owner` is still alive then.
+  ///
+  /// - Parameters:
+  ///   - owner: Held weakly and passed strongly to the handler.
+  ///   - delivery: `.main`.
+  ///   - handler: Called on the main actor with the owner and the array.
+  /// - Returns: A handle that may cancel early.
+  @discardableResult
+  public func observeOnce<Owner: AnyObject & Sendable>(
+    with owner: Owner,
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, isOnce: true)
+  }
+
+  /// Calls `handler` with the array after the next commit only, if the returned
+  /// subscription is still kept then.
+  ///
+  /// - Important: Keep the returned handle: it owns the subscription, and
+  ///   `_ = friends.observeOnce { … }` ends at once.
+  ///
+  /// - Parameters:
+  ///   - delivery: Where the handler runs.
+  ///   - handler: Called with the array after the next commit.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observeOnce(
+    on delivery: Delivery = .synchronous,
+    _ handler: @escaping @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+  }
+
+  /// Calls a main-actor `handler` on the main queue with the array after the next
+  /// commit only, if the returned subscription is still kept then.
+  ///
+  /// - Parameters:
+  ///   - delivery: `.main`.
+  ///   - handler: Called on the main actor with the array.
+  /// - Returns: The owner of the subscription: it ends when this handle is released.
+  public func observeOnce(
+    on delivery: MainActorDelivery,
+    _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
+  ) -> Subscription {
+    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, isOnce: true)
   }
 
   /// The current array, then the array after every commit, keeping only the newest

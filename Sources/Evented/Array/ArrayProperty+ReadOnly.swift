@@ -1,6 +1,12 @@
 // `readOnly`: the array as a derived `ReadOnlyProperty<[Element]>`, so that `map`,
-// `combineLatest` and `flatMapLatest` work on it. The node subscribes to the array's
+// `combineLatest` and `flatMapLatest` work on it. Its node subscribes to the array's
 // hub like any observer and commits each changeset's resulting array to its own hub.
+//
+// The node is made by the first read and kept in `view` for as long as the array
+// lives, so every read returns the same view. Two threads reading first at once may
+// both make one; `storeIfNil` keeps the first stored, and the other, released, ends
+// its subscription to the array. The array does not count the kept node's
+// subscription among its observers.
 
 extension ArrayProperty {
   /// The array as a read-only property of whole arrays, for `map`, `combineLatest` and
@@ -10,8 +16,9 @@ extension ArrayProperty {
   /// let title = friends.readOnly.map { "\($0.count) friends" }
   /// ```
   ///
-  /// Each read makes a new derived value with its own subscription to this array: keep
-  /// the one you observe.
+  /// Every read returns the same view. It is made by the first read, and it follows
+  /// this array with one subscription of its own, which ``observerCount`` does not
+  /// count.
   ///
   /// ## Concurrency
   ///
@@ -20,17 +27,46 @@ extension ArrayProperty {
   ///   receive the arrays in commit order, one per changeset, and end on `value` when
   ///   writers stop.
   /// - **Reentrancy:** As ``ArrayProperty``.
-  /// - **Lifetime:** The result keeps this array alive, not the reverse; each
-  ///   subscription to it keeps it alive. When nobody references or observes it, it is
-  ///   freed and its subscription to this array ends.
+  /// - **Lifetime:** The view keeps this array's storage alive, and this array keeps
+  ///   the view; each subscription to the view keeps it alive too. When the array and
+  ///   the view's last subscription are gone, the view is freed and its subscription
+  ///   to the array ends.
   public var readOnly: ReadOnlyProperty<[Element]> {
+    if let node = view.load() { return ReadOnlyProperty(derived: node) }
+    return ReadOnlyProperty(derived: view.storeIfNil(makeViewNode()))
+  }
+
+  /// Whether ``readOnly`` has made its node, which follows this array with one
+  /// subscription.
+  var hasView: Bool { view.load() != nil }
+
+  /// Ends the subscriptions to ``readOnly``, and follows this array again with a new
+  /// subscription: for ``removeAllObservers()``, which ended the old one.
+  func restartView() {
+    guard let node = view.load() else { return }
+    node.hub.removeAll()
+    follow(with: node)
+  }
+
+  /// A node that follows this array.
+  private func makeViewNode() -> DerivedProperty<[Element]> {
     let hub = hub
     let node = DerivedProperty(initial: hub.read { copy $0 }, isDuplicate: nil) { hub.read { copy $0 } }
+    follow(with: node)
+    return node
+  }
+
+  /// Subscribes `node` to this array, starting with the current array, in place of its
+  /// earlier subscription.
+  private func follow(with node: DerivedProperty<[Element]>) {
     let entry = OwnedEntry<AnyObject, ArrayChangeset<Element>>(owner: node, target: nil) { owner, changeset in
       unsafeDowncast(owner, to: DerivedProperty<[Element]>.self).publish(changeset.array)
     }
-    node.links.withLock { $0.sources.append(entry) }
+    let earlier = node.links.withLock { links in
+      defer { links.sources = [entry] }
+      return links.sources
+    }
+    for core in earlier { core.detachWithoutWaiting() }
     hub.subscribe(entry, replay: Self.replay)
-    return ReadOnlyProperty(derived: node)
   }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An observable array whose every mutation or batch commits atomically and delivers
 /// exactly one ``ArrayChangeset``.
 ///
@@ -49,16 +51,28 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @usableFromInline let hub: Hub<ArrayChangeset<Element>, [Element]>
   /// The changes of a whole-array assignment: a difference for `Equatable` elements.
   @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
+  /// The node behind ``readOnly``, made by its first read.
+  let view = AtomicLazyReference<DerivedProperty<[Element]>>()
 
-  init(elements: [Element], assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]) {
-    hub = Hub.make(elements)
+  init(
+    elements: [Element], backlogLimit: Int,
+    assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
+  ) {
+    hub = Hub.make(elements, backlogLimit: backlogLimit)
     self.assignment = assignment
   }
 
   /// Creates an array property; whole-array assignment removes every old element and
   /// inserts every new one.
-  public convenience init(_ elements: [Element]) {
-    self.init(elements: elements, assignment: { replacingChanges(from: $0, to: $1) })
+  ///
+  /// - Parameters:
+  ///   - elements: The initial array.
+  ///   - backlogLimit: How many committed changesets may wait for the thread that is
+  ///     delivering for this property (1,024 unless given). At the limit, a mutation or
+  ///     a replaying subscribe from a thread that is not running a handler or
+  ///     delivering waits until there is room; see "Overload" in the guarantees guide.
+  public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
+    self.init(elements: elements, backlogLimit: backlogLimit, assignment: { replacingChanges(from: $0, to: $1) })
   }
 
   /// The current array. Setting it is a whole-array assignment: one changeset, which
@@ -331,15 +345,25 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
 extension ArrayProperty where Element: Equatable {
   /// Creates an array property; whole-array assignment records a minimal difference,
   /// and assigning an equal array notifies nobody.
-  public convenience init(_ elements: [Element]) {
-    self.init(elements: elements, assignment: { assignmentChanges(from: $0, to: $1) })
+  ///
+  /// - Parameters:
+  ///   - elements: The initial array.
+  ///   - backlogLimit: How many committed changesets may wait for the delivering thread
+  ///     (1,024 unless given), as for the initializer of any array property.
+  public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
+    self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
 }
 
 extension ArrayProperty where Element: Hashable {
   /// Creates an array property; whole-array assignment records a minimal difference
   /// with moves inferred, and assigning an equal array notifies nobody.
-  public convenience init(_ elements: [Element]) {
-    self.init(elements: elements, assignment: { assignmentChanges(from: $0, to: $1) })
+  ///
+  /// - Parameters:
+  ///   - elements: The initial array.
+  ///   - backlogLimit: How many committed changesets may wait for the delivering thread
+  ///     (1,024 unless given), as for the initializer of any array property.
+  public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
+    self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
 }

@@ -106,6 +106,15 @@ public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
     derived = nil
   }
 
+  /// A view of `source` that can observe but not send: the same as `source.readOnly`.
+  ///
+  /// ```swift
+  /// let finished = ReadOnlyEventSource(finishedSource)
+  /// ```
+  public init(_ source: EventSource<Event>) {
+    self.init(hub: source.hub)
+  }
+
   @usableFromInline init(derived: DerivedEventSource<Event>) {
     hub = derived.hub
     self.derived = derived

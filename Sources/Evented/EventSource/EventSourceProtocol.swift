@@ -46,7 +46,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), anchor: anchor, handler)
+    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery), anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -61,7 +61,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, anchor: anchor, handler)
+    hub.observe(.onMain(owner, handler), reading: .message, on: .main, anchor: anchor)
   }
 
   /// Calls `handler` with every event from now on, for as long as the returned
@@ -76,7 +76,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), anchor: anchor, handler)
+    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery), anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -85,7 +85,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(anchor: anchor, handler)
+    hub.observe(.onMain(handler), reading: .message, on: .main, anchor: anchor)
   }
 
   /// Calls `handler` with the next event only, if `owner` is still alive then.
@@ -99,7 +99,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if
@@ -110,7 +110,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, isOnce: true, anchor: anchor, handler)
+    hub.observe(.onMain(owner, handler), reading: .message, on: .main, isOnce: true, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if the
@@ -119,7 +119,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observeOnMain(isOnce: true, anchor: anchor, handler)
+    hub.observe(.onMain(handler), reading: .message, on: .main, isOnce: true, anchor: anchor)
   }
 
   /// Calls `handler` with the next event only, if the returned subscription is still
@@ -129,6 +129,6 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
   }
 }

@@ -17,7 +17,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observeValues(owner: owner, target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    hub.observe(.owned(owner, handler), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -28,9 +28,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, isOnce: true, anchor: anchor) { owner, update in
-      handler(owner, update.new)
-    }
+    hub.observe(.onMain(owner, handler), reading: .newValue, on: .main, isOnce: true, anchor: anchor)
   }
 
   /// Calls `handler` with the next new value only, if the returned subscription is
@@ -43,7 +41,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observeValues(target: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    hub.observe(.handle(handler), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -52,8 +50,6 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(isOnce: true, anchor: anchor) { update in
-      handler(update.new)
-    }
+    hub.observe(.onMain(handler), reading: .newValue, on: .main, isOnce: true, anchor: anchor)
   }
 }

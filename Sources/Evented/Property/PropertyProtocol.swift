@@ -52,7 +52,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observeValues(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
+    hub.observe(
+      .owned(owner, handler), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -63,9 +64,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: replayCurrent, anchor: anchor) { owner, update in
-      handler(owner, update.new)
-    }
+    hub.observe(.onMain(owner, handler), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor)
   }
 
   /// Calls `handler` with the current value now, then with every new value, for as
@@ -75,7 +74,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observeValues(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
+    hub.observe(
+      .handle(handler), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -84,9 +84,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: replayCurrent, anchor: anchor) { update in
-      handler(update.new)
-    }
+    hub.observe(.onMain(handler), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor)
   }
 
   /// Calls `handler` with every change from now on, as the old and the new value, for
@@ -104,9 +102,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), anchor: anchor) { owner, update in
-      handler(owner, Change(oldValue: update.old, newValue: update.new))
-    }
+    hub.observe(.owned(owner, handler), reading: .part { $0.change }, on: DeliveryTarget(delivery), anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
@@ -117,9 +113,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, anchor: anchor) { owner, update in
-      handler(owner, Change(oldValue: update.old, newValue: update.new))
-    }
+    hub.observe(.onMain(owner, handler), reading: .part { $0.change }, on: .main, anchor: anchor)
   }
 
   /// Calls `handler` with every change from now on, for as long as the returned
@@ -129,9 +123,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), anchor: anchor) { update in
-      handler(Change(oldValue: update.old, newValue: update.new))
-    }
+    hub.observe(.handle(handler), reading: .part { $0.change }, on: DeliveryTarget(delivery), anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
@@ -140,9 +132,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observeOnMain(anchor: anchor) { update in
-      handler(Change(oldValue: update.old, newValue: update.new))
-    }
+    hub.observe(.onMain(handler), reading: .part { $0.change }, on: .main, anchor: anchor)
   }
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
@@ -162,10 +152,10 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observe(owner: owner, target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) {
-      owner, update in
-      if let part = update.changedPart(keyPath) { handler(owner, part) }
-    }
+    hub.observe(
+      .owned(owner, handler), reading: .part { $0.changedPart(keyPath) }, on: DeliveryTarget(delivery),
+      replay: replayCurrent,
+      anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the part of the value at
@@ -177,9 +167,9 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observeOnMain(owner: owner, replay: replayCurrent, anchor: anchor) { owner, update in
-      if let part = update.changedPart(keyPath) { handler(owner, part) }
-    }
+    hub.observe(
+      .onMain(owner, handler), reading: .part { $0.changedPart(keyPath) }, on: .main, replay: replayCurrent,
+      anchor: anchor)
   }
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
@@ -190,9 +180,9 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observe(target: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor) { update in
-      if let part = update.changedPart(keyPath) { handler(part) }
-    }
+    hub.observe(
+      .handle(handler), reading: .part { $0.changedPart(keyPath) }, on: DeliveryTarget(delivery), replay: replayCurrent,
+      anchor: anchor)
   }
 
   /// Calls a main-actor `handler` on the main queue with the part of the value at
@@ -203,9 +193,8 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observeOnMain(replay: replayCurrent, anchor: anchor) { update in
-      if let part = update.changedPart(keyPath) { handler(part) }
-    }
+    hub.observe(
+      .onMain(handler), reading: .part { $0.changedPart(keyPath) }, on: .main, replay: replayCurrent, anchor: anchor)
   }
 }
 
@@ -224,4 +213,7 @@ extension Update {
     if isInitial || old[keyPath: keyPath] != part { return part }
     return nil
   }
+
+  /// This update as a change from the old to the new value.
+  @inlinable var change: Change<Value> { Change(oldValue: old, newValue: new) }
 }
