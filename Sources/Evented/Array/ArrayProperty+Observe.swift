@@ -1,8 +1,9 @@
 extension ArrayProperty {
   /// The number of subscriptions whose owner is alive.
   ///
-  /// The subscription by which ``readOnly`` follows this array is not counted;
-  /// subscriptions to ``readOnly`` are counted by its own `observerCount`.
+  /// The subscription by which ``readOnly`` follows this array counts as one while the
+  /// view has subscriptions of its own (derived values made from it included), and not
+  /// while nobody observes the view.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
   public var observerCount: Int {
