@@ -1,13 +1,13 @@
 extension ArrayProperty {
   /// The number of subscriptions whose owner is alive.
   ///
-  /// The subscription by which ``readOnly`` follows this array is not counted;
-  /// subscriptions to ``readOnly`` are counted by its own `observerCount`.
+  /// The subscription by which ``readOnly`` follows this array counts as one while the
+  /// view has subscriptions of its own (derived values made from it included), and not
+  /// while nobody observes the view.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
   public var observerCount: Int {
-    let viewLinks = hasView ? 1 : 0
-    return max(0, hub.liveCount - viewLinks)
+    max(0, hub.liveCount - (hasIdleView ? 1 : 0))
   }
 
   /// Ends every subscription of this array, including those to ``readOnly``.
@@ -62,7 +62,9 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
+    hub.observe(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: Self.replay,
+      owned: { owner, changeset in handler(owner, changeset.array) })
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -73,7 +75,9 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
+    hub.observe(
+      .owner(owner), reading: .message, on: .main, replay: Self.replay,
+      owned: onMain { owner, changeset in handler(owner, changeset.array) })
   }
 
   /// Calls `handler` with the current array now, then with the array after every
@@ -82,7 +86,9 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), replay: Self.replay)
+    hub.observe(
+      .handle, reading: .message, on: DeliveryTarget(delivery), replay: Self.replay,
+      { changeset in handler(changeset.array) })
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -91,7 +97,8 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, replay: Self.replay)
+    hub.observe(
+      .handle, reading: .message, on: .main, replay: Self.replay, onMain { changeset in handler(changeset.array) })
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -119,7 +126,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery))
+    hub.observe(.owner(owner), reading: .message, on: DeliveryTarget(delivery), owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -130,7 +137,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .message, on: .main)
+    hub.observe(.owner(owner), reading: .message, on: .main, owned: onMain(handler))
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -139,7 +146,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery))
+    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -148,7 +155,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .message, on: .main)
+    hub.observe(.handle, reading: .message, on: .main, onMain(handler))
   }
 
   /// Calls `handler` with the array after the next commit only, if `owner` is still
@@ -184,7 +191,9 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+    hub.observe(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), isOnce: true,
+      owned: { owner, changeset in handler(owner, changeset.array) })
   }
 
   /// Calls a main-actor `handler` on the main queue with the array after the next
@@ -201,7 +210,9 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .part { $0.array }, on: .main, isOnce: true)
+    hub.observe(
+      .owner(owner), reading: .message, on: .main, isOnce: true,
+      owned: onMain { owner, changeset in handler(owner, changeset.array) })
   }
 
   /// Calls `handler` with the array after the next commit only, if the returned
@@ -218,7 +229,8 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .part { $0.array }, on: DeliveryTarget(delivery), isOnce: true)
+    hub.observe(
+      .handle, reading: .message, on: DeliveryTarget(delivery), isOnce: true, { changeset in handler(changeset.array) })
   }
 
   /// Calls a main-actor `handler` on the main queue with the array after the next
@@ -232,7 +244,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .part { $0.array }, on: .main, isOnce: true)
+    hub.observe(.handle, reading: .message, on: .main, isOnce: true, onMain { changeset in handler(changeset.array) })
   }
 
   /// The current array, then the array after every commit, keeping only the newest

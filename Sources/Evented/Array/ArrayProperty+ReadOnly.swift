@@ -5,8 +5,8 @@
 // The node is made by the first read and kept in `view` for as long as the array
 // lives, so every read returns the same view. Two threads reading first at once may
 // both make one; `storeIfNil` keeps the first stored, and the other, released, ends
-// its subscription to the array. The array does not count the kept node's
-// subscription among its observers.
+// its subscription to the array. The array counts the kept node's subscription among
+// its observers only while the node has observers of its own.
 
 extension ArrayProperty {
   /// The array as a read-only property of whole arrays, for `map`, `combineLatest` and
@@ -17,8 +17,8 @@ extension ArrayProperty {
   /// ```
   ///
   /// Every read returns the same view. It is made by the first read, and it follows
-  /// this array with one subscription of its own, which ``observerCount`` does not
-  /// count.
+  /// this array with one subscription of its own, which ``observerCount`` counts only
+  /// while the view has subscriptions.
   ///
   /// ## Concurrency
   ///
@@ -37,8 +37,11 @@ extension ArrayProperty {
   }
 
   /// Whether ``readOnly`` has made its node, which follows this array with one
-  /// subscription.
-  var hasView: Bool { view.load() != nil }
+  /// subscription, and nobody observes it.
+  var hasIdleView: Bool {
+    guard let node = view.load() else { return false }
+    return node.hub.liveCount == 0
+  }
 
   /// Ends the subscriptions to ``readOnly``, and follows this array again with a new
   /// subscription: for ``removeAllObservers()``, which ended the old one.

@@ -1,11 +1,12 @@
 // How the public `observe` variants become entries in a hub: one builder, which every
 // public overload of the lock-based types calls in one line.
 //
-// An overload says three things: who owns the subscription and what the handler takes
-// (`Observer`: an owner passed to the handler, or the returned handle), which part of
-// each message the handler receives (`Reading`: the message itself, a property's new
-// value, or a part computed from the message), and the options (where it runs, once
-// only, the replay of the current value, the anchor of a derived source).
+// An overload says who owns the subscription (`Ownership`: an owner passed to the
+// handler, or the returned handle), what the handler receives of each message
+// (`Reading`: the message itself or a property's new value; an overload that delivers a
+// computed part passes a handler of the message that computes it), the handler, and the
+// options (where it runs, once only, the replay of the current value, the anchor of a
+// derived source).
 //
 // The ownership rule: a subscription lives as long as its owner. With an owner, the
 // entry holds it weakly and passes it strongly to the handler; without one, the
@@ -21,135 +22,119 @@
 // `HandleValueEntry`), so a delivery calls it directly; only a computed part, an anchor
 // or a main-actor handler adds a closure around it. These paths are inlinable, so that
 // subscribing is specialized for the message type in the caller's module, where the
-// choice of entry folds away.
+// choice of entry folds away. The handlers are parameters, never the payload of an enum
+// or a field of a generic struct: a closure stored there is kept at the most general
+// abstraction, and moving it into an entry would wrap it in two reabstraction thunks,
+// each a call per delivery. The builder and the plain public overloads (`observe`,
+// `observeOnce`) are `@inline(__always)`: inlined into the caller, the subscription
+// handle that a caller does not keep is not allocated (subscribing and cancelling at
+// once costs about 20 % more instructions when they are called instead).
 
-/// Who owns a new subscription, and the handler it calls with each input.
+/// Who owns a new subscription.
 @usableFromInline
-enum Observer<Owner: AnyObject & Sendable, Input: Sendable>: Sendable {
-  /// Owned by `owner`, held weakly and passed strongly to the handler.
-  case owned(Owner, @Sendable (Owner, Input) -> Void)
-  /// Owned by the returned handle (`Owner` is unused); the handler takes the input
-  /// alone. Made with `handle(_:)`.
-  case ownedByHandle(@Sendable (Input) -> Void)
-
-  /// The same observer, keeping `anchor` alive as long as its handler.
-  @inlinable
-  func anchored(to anchor: (any AnyObject & Sendable)?) -> Self {
-    guard let anchor else { return self }
-    switch self {
-    case .owned(let owner, let handler):
-      return .owned(owner) { owner, input in withExtendedLifetime(anchor) { handler(owner, input) } }
-    case .ownedByHandle(let handler):
-      return .ownedByHandle { input in withExtendedLifetime(anchor) { handler(input) } }
-    }
-  }
+enum Ownership<Owner: AnyObject & Sendable>: Sendable {
+  /// `owner`, held weakly and passed strongly to the handler.
+  case owner(Owner)
+  /// The returned handle; the handler takes the message alone. Spelled `.handle`.
+  case returnedHandle
 }
 
-extension Observer where Owner == Subscription {
-  /// Owned by the returned handle; the handler takes the input alone.
-  @inlinable
-  static func handle(_ handler: @escaping @Sendable (Input) -> Void) -> Self {
-    .ownedByHandle(handler)
-  }
+extension Ownership where Owner == Subscription {
+  /// The returned handle owns the subscription; the handler takes the message alone.
+  @inlinable static var handle: Self { .returnedHandle }
 }
 
-extension Observer {
-  /// An observer that runs a main-actor handler owned by `owner`; deliver it on the main
-  /// queue.
-  static func onMain(_ owner: Owner, _ handler: @escaping @MainActor @Sendable (Owner, Input) -> Void) -> Self {
-    // The handler runs on the main queue, so the main actor is the current isolation.
-    .owned(owner) { owner, input in MainActor.assumeIsolated { handler(owner, input) } }
-  }
-}
-
-extension Observer where Owner == Subscription {
-  /// An observer that runs a main-actor handler owned by the returned handle; deliver it
-  /// on the main queue.
-  static func onMain(_ handler: @escaping @MainActor @Sendable (Input) -> Void) -> Self {
-    .ownedByHandle { input in MainActor.assumeIsolated { handler(input) } }
-  }
-}
-
-/// Which part of each message a handler receives.
+/// What a handler receives of each message.
 @usableFromInline
 struct Reading<Message, Input>: Sendable {
-  @usableFromInline
-  enum Kind: Sendable {
-    /// The message itself (`Input == Message`).
-    case message
-    /// A property's new value (`Message == Update<Input>`).
-    case newValue
-    /// A part computed from the message; nil skips the message.
-    case part(@Sendable (Message) -> Input?)
-  }
+  @usableFromInline let isNewValue: Bool
 
-  @usableFromInline let kind: Kind
-
-  @inlinable init(_ kind: Kind) {
-    self.kind = kind
-  }
-
-  /// A part computed from each message; a message for which `read` returns nil is not
-  /// delivered.
-  @inlinable
-  static func part(_ read: @escaping @Sendable (Message) -> Input?) -> Self {
-    Self(.part(read))
+  @inlinable init(isNewValue: Bool) {
+    self.isNewValue = isNewValue
   }
 }
 
 extension Reading where Input == Message {
   /// The message itself.
-  @inlinable static var message: Self { Self(.message) }
+  @inlinable static var message: Self { Self(isNewValue: false) }
 }
 
 extension Reading where Message == Update<Input> {
   /// A property's new value.
-  @inlinable static var newValue: Self { Self(.newValue) }
+  @inlinable static var newValue: Self { Self(isNewValue: true) }
+}
+
+/// A handler for main-queue delivery that runs `handler` on the main actor.
+func onMain<Owner: Sendable, Input: Sendable>(
+  _ handler: @escaping @MainActor @Sendable (Owner, Input) -> Void
+) -> @Sendable (Owner, Input) -> Void {
+  // The handler runs on the main queue, so the main actor is the current isolation.
+  { owner, input in MainActor.assumeIsolated { handler(owner, input) } }
+}
+
+/// A handler for main-queue delivery that runs `handler` on the main actor.
+func onMain<Input: Sendable>(_ handler: @escaping @MainActor @Sendable (Input) -> Void) -> @Sendable (Input) -> Void {
+  { input in MainActor.assumeIsolated { handler(input) } }
 }
 
 extension Hub {
-  /// Subscribes `observer` to the part of each message that `reading` selects, and
-  /// returns the handle of the subscription.
+  /// Subscribes a handler of what `reading` selects of each message, and returns the
+  /// handle of the subscription.
   ///
   /// - Parameters:
-  ///   - observer: The owner and the handler.
+  ///   - ownership: The owner, or `.handle`.
   ///   - reading: What the handler receives of each message.
   ///   - target: Where the handler runs; nil runs it inline on the delivering thread.
   ///   - isOnce: Whether the subscription ends just before its first invocation.
   ///   - replay: Builds the first message from the current value, for a replay.
   ///   - anchor: What the handler keeps alive (a derived source's node), or nil.
-  @inlinable
+  ///   - owned: The handler, given with an owner (unused with `.handle`).
+  ///   - handler: The handler, given with `.handle` (unused with an owner).
+  ///
+  /// The two handlers are separate parameters, so that each reaches its entry with the
+  /// type the entry stores; the unused one defaults to an empty closure.
+  @inlinable @inline(__always)
   func observe<Owner: AnyObject & Sendable, Input: Sendable>(
-    _ observer: Observer<Owner, Input>,
+    _ ownership: Ownership<Owner>,
     reading: Reading<Message, Input>,
     on target: DeliveryTarget?,
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
-    anchor: (any AnyObject & Sendable)? = nil
+    anchor: (any AnyObject & Sendable)? = nil,
+    owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
+    _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
     let entry: Entry<Message>
-    switch (observer.anchored(to: anchor), reading.kind) {
-    case (.owned(let owner, let handler), .message):
-      // `Input == Message`, so the closure's type is the entry's, as given.
-      let handler = unsafeBitCast(handler, to: (@Sendable (Owner, Message) -> Void).self)
-      entry = OwnedEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
-    case (.ownedByHandle(let handler), .message):
-      let handler = unsafeBitCast(handler, to: (@Sendable (Message) -> Void).self)
-      entry = HandleEntry(isOnce: isOnce, target: target, handler: handler)
-    case (.owned(let owner, let handler), .newValue):
-      // `Message == Update<Input>`, so the value entry is an `Entry<Message>`.
-      let valueEntry = OwnedValueEntry(owner: owner, isOnce: isOnce, target: target, handler: handler)
-      entry = unsafeDowncast(valueEntry, to: Entry<Message>.self)
-    case (.ownedByHandle(let handler), .newValue):
-      let valueEntry = HandleValueEntry(isOnce: isOnce, target: target, handler: handler)
-      entry = unsafeDowncast(valueEntry, to: Entry<Message>.self)
-    case (.owned(let owner, let handler), .part(let read)):
-      entry = OwnedEntry(owner: owner, isOnce: isOnce, target: target) { owner, message in
-        if let input = read(message) { handler(owner, input) }
+    switch ownership {
+    case .owner(let owner):
+      var owned = owned
+      if let anchor {
+        let unanchored = owned
+        owned = { owner, input in withExtendedLifetime(anchor) { unanchored(owner, input) } }
       }
-    case (.ownedByHandle(let handler), .part(let read)):
-      entry = HandleEntry(isOnce: isOnce, target: target) { message in
-        if let input = read(message) { handler(input) }
+      if reading.isNewValue {
+        // `Message == Update<Input>`, so the value entry is an `Entry<Message>`.
+        let valueEntry = OwnedValueEntry(owner: owner, isOnce: isOnce, target: target, handler: owned)
+        entry = unsafeDowncast(valueEntry, to: Entry<Message>.self)
+      } else {
+        // `Input == Message`, so this entry is an `Entry<Message>`. (The entry is cast,
+        // not the closure: `unsafeBitCast` would take the closure as a generic value and
+        // wrap it in two reabstraction thunks.)
+        let messageEntry = OwnedEntry(owner: owner, isOnce: isOnce, target: target, handler: owned)
+        entry = unsafeDowncast(messageEntry, to: Entry<Message>.self)
+      }
+    case .returnedHandle:
+      var handler = handler
+      if let anchor {
+        let unanchored = handler
+        handler = { input in withExtendedLifetime(anchor) { unanchored(input) } }
+      }
+      if reading.isNewValue {
+        let valueEntry = HandleValueEntry(isOnce: isOnce, target: target, handler: handler)
+        entry = unsafeDowncast(valueEntry, to: Entry<Message>.self)
+      } else {
+        let messageEntry = HandleEntry(isOnce: isOnce, target: target, handler: handler)
+        entry = unsafeDowncast(messageEntry, to: Entry<Message>.self)
       }
     }
     let subscription = Subscription(core: entry)

@@ -39,14 +39,14 @@ extension EventSourceProtocol {
   ///   - handler: Called with the owner and each event, never concurrently with itself.
   /// - Returns: A handle that may cancel the subscription early; dropping it does not
   ///   end the subscription.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery), anchor: anchor)
+    hub.observe(.owner(owner), reading: .message, on: DeliveryTarget(delivery), anchor: anchor, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -61,7 +61,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .message, on: .main, anchor: anchor)
+    hub.observe(.owner(owner), reading: .message, on: .main, anchor: anchor, owned: onMain(handler))
   }
 
   /// Calls `handler` with every event from now on, for as long as the returned
@@ -71,12 +71,12 @@ extension EventSourceProtocol {
   ///   - delivery: Where the handler runs.
   ///   - handler: Called with each event, never concurrently with itself.
   /// - Returns: The owner of the subscription: it ends when this handle is released.
-  @inlinable
+  @inlinable @inline(__always)
   public func observe(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery), anchor: anchor)
+    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -85,21 +85,22 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .message, on: .main, anchor: anchor)
+    hub.observe(.handle, reading: .message, on: .main, anchor: anchor, onMain(handler))
   }
 
   /// Calls `handler` with the next event only, if `owner` is still alive then.
   ///
   /// - Note: At most once, even when events are sent concurrently or from inside the
   ///   handler.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
+    hub.observe(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if
@@ -110,7 +111,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .message, on: .main, isOnce: true, anchor: anchor)
+    hub.observe(.owner(owner), reading: .message, on: .main, isOnce: true, anchor: anchor, owned: onMain(handler))
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if the
@@ -119,16 +120,16 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .message, on: .main, isOnce: true, anchor: anchor)
+    hub.observe(.handle, reading: .message, on: .main, isOnce: true, anchor: anchor, onMain(handler))
   }
 
   /// Calls `handler` with the next event only, if the returned subscription is still
   /// kept then.
-  @inlinable
+  @inlinable @inline(__always)
   public func observeOnce(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
+    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 }

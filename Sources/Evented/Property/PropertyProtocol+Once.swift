@@ -10,14 +10,15 @@ extension PropertyProtocol {
   ///
   /// - Note: At most once, even when writes are committed concurrently or from inside
   ///   the handler.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   public func observeOnce<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
+    hub.observe(
+      .owner(owner), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -28,7 +29,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .newValue, on: .main, isOnce: true, anchor: anchor)
+    hub.observe(.owner(owner), reading: .newValue, on: .main, isOnce: true, anchor: anchor, owned: onMain(handler))
   }
 
   /// Calls `handler` with the next new value only, if the returned subscription is
@@ -36,12 +37,12 @@ extension PropertyProtocol {
   ///
   /// - Important: Keep the returned handle: it owns the subscription, and
   ///   `_ = property.observeOnce { … }` ends at once.
-  @inlinable
+  @inlinable @inline(__always)
   public func observeOnce(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor)
+    hub.observe(.handle, reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -50,6 +51,6 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .newValue, on: .main, isOnce: true, anchor: anchor)
+    hub.observe(.handle, reading: .newValue, on: .main, isOnce: true, anchor: anchor, onMain(handler))
   }
 }

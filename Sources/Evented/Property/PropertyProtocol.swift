@@ -45,7 +45,7 @@ extension PropertyProtocol {
   ///   - handler: Called with the owner and each value, never concurrently with itself.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   public func observe<Owner: AnyObject & Sendable>(
     with owner: Owner,
@@ -53,7 +53,8 @@ extension PropertyProtocol {
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
     hub.observe(
-      .owned(owner, handler), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor)
+      .owner(owner), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
+      owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -64,18 +65,19 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor)
+    hub.observe(
+      .owner(owner), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor, owned: onMain(handler))
   }
 
   /// Calls `handler` with the current value now, then with every new value, for as
   /// long as the returned subscription is kept.
-  @inlinable
+  @inlinable @inline(__always)
   public func observe(
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
     hub.observe(
-      .handle(handler), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor)
+      .handle, reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -84,7 +86,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor)
+    hub.observe(.handle, reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor, onMain(handler))
   }
 
   /// Calls `handler` with every change from now on, as the old and the new value, for
@@ -102,7 +104,9 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(.owned(owner, handler), reading: .part { $0.change }, on: DeliveryTarget(delivery), anchor: anchor)
+    hub.observe(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), anchor: anchor,
+      owned: { owner, update in handler(owner, update.change) })
   }
 
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
@@ -113,7 +117,9 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(owner, handler), reading: .part { $0.change }, on: .main, anchor: anchor)
+    hub.observe(
+      .owner(owner), reading: .message, on: .main, anchor: anchor,
+      owned: onMain { owner, update in handler(owner, update.change) })
   }
 
   /// Calls `handler` with every change from now on, for as long as the returned
@@ -123,7 +129,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(.handle(handler), reading: .part { $0.change }, on: DeliveryTarget(delivery), anchor: anchor)
+    hub.observe(
+      .handle, reading: .message, on: DeliveryTarget(delivery), anchor: anchor, { update in handler(update.change) })
   }
 
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
@@ -132,7 +139,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(.onMain(handler), reading: .part { $0.change }, on: .main, anchor: anchor)
+    hub.observe(.handle, reading: .message, on: .main, anchor: anchor, onMain { update in handler(update.change) })
   }
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
@@ -153,9 +160,8 @@ extension PropertyProtocol {
     _ handler: @escaping @Sendable (Owner, Part) -> Void
   ) -> Subscription {
     hub.observe(
-      .owned(owner, handler), reading: .part { $0.changedPart(keyPath) }, on: DeliveryTarget(delivery),
-      replay: replayCurrent,
-      anchor: anchor)
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
+      owned: { owner, update in if let part = update.changedPart(keyPath) { handler(owner, part) } })
   }
 
   /// Calls a main-actor `handler` on the main queue with the part of the value at
@@ -168,8 +174,8 @@ extension PropertyProtocol {
     _ handler: @escaping @MainActor @Sendable (Owner, Part) -> Void
   ) -> Subscription {
     hub.observe(
-      .onMain(owner, handler), reading: .part { $0.changedPart(keyPath) }, on: .main, replay: replayCurrent,
-      anchor: anchor)
+      .owner(owner), reading: .message, on: .main, replay: replayCurrent, anchor: anchor,
+      owned: onMain { owner, update in if let part = update.changedPart(keyPath) { handler(owner, part) } })
   }
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
@@ -181,8 +187,8 @@ extension PropertyProtocol {
     _ handler: @escaping @Sendable (Part) -> Void
   ) -> Subscription {
     hub.observe(
-      .handle(handler), reading: .part { $0.changedPart(keyPath) }, on: DeliveryTarget(delivery), replay: replayCurrent,
-      anchor: anchor)
+      .handle, reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
+      { update in if let part = update.changedPart(keyPath) { handler(part) } })
   }
 
   /// Calls a main-actor `handler` on the main queue with the part of the value at
@@ -194,7 +200,8 @@ extension PropertyProtocol {
     _ handler: @escaping @MainActor @Sendable (Part) -> Void
   ) -> Subscription {
     hub.observe(
-      .onMain(handler), reading: .part { $0.changedPart(keyPath) }, on: .main, replay: replayCurrent, anchor: anchor)
+      .handle, reading: .message, on: .main, replay: replayCurrent, anchor: anchor,
+      onMain { update in if let part = update.changedPart(keyPath) { handler(part) } })
   }
 }
 

@@ -24,10 +24,12 @@ import Testing
     let seen = Recorder<[String]>()
     let subscription = friends.readOnly.observe { seen.append($0) }
     #expect(friends.readOnly.observerCount == 1)
+    #expect(friends.observerCount == 1, "the view, while it is observed")
     friends.append("Bob")
     #expect(seen.values == [["Ann"], ["Ann", "Bob"]])
     #expect(friends.readOnly.value == ["Ann", "Bob"])
-    withExtendedLifetime(subscription) {}
+    subscription.cancel()
+    #expect(friends.observerCount == 0)
   }
 
   @Test func derivedValuesOfTheViewFollowTheArray() {

@@ -87,7 +87,7 @@ import Testing
     let changes = friends.observeChanges { _ in seen.append("change") }
     let once = friends.observeOnce { _ in seen.append("once") }
     let throughView = friends.readOnly.observe { seen.append("view \($0.joined())") }
-    #expect(friends.observerCount == 3)
+    #expect(friends.observerCount == 4, "three, and the view that is observed")
     friends.removeAllObservers()
     #expect(friends.observerCount == 0)
     #expect(friends.readOnly.observerCount == 0)
@@ -105,7 +105,7 @@ import Testing
     friends.append("Bob")
     #expect(seen.values == [["Ann"], ["Ann", "Bob"]])
     #expect(view.value == ["Ann", "Bob"])
-    #expect(friends.observerCount == 0)
+    #expect(friends.observerCount == 1, "the view, observed again")
     withExtendedLifetime(subscription) {}
   }
 }
