@@ -8,9 +8,9 @@ import Testing
     let plain = ArrayProperty<Owner>([], backlogLimit: 3)
     let equatable = ArrayProperty<Double>([], backlogLimit: 4)
     let hashable = ArrayProperty<String>(["a"])
-    #expect(plain.hub.state.withLock { $0.backlogLimit } == 3)
-    #expect(equatable.hub.state.withLock { $0.backlogLimit } == 4)
-    #expect(hashable.hub.state.withLock { $0.backlogLimit } == 1_024)
+    #expect(plain.hub.storage.withLock { $0.queue.backlogLimit } == 3)
+    #expect(equatable.hub.storage.withLock { $0.queue.backlogLimit } == 4)
+    #expect(hashable.hub.storage.withLock { $0.queue.backlogLimit } == 1_024)
   }
 
   @Test func theBacklogOfAnArrayStaysWithinItsLimitAndEveryChangesetIsDelivered() {
@@ -19,7 +19,7 @@ import Testing
     let peakBacklog = Atomic<Int>(0)
     let counts = Recorder<Int>()
     let subscription = numbers.observeChanges { changeset in
-      peakBacklog.max(numbers.hub.state.withLock { $0.backlog }, ordering: .relaxed)
+      peakBacklog.max(numbers.hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
       counts.append(changeset.array.count)
     }
     #expect(

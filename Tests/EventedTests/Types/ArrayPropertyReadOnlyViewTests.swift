@@ -9,7 +9,7 @@ import Testing
     let second = friends.readOnly
     #expect(first.derived != nil)
     #expect(first.derived === second.derived)
-    #expect(first.hub.state === second.hub.state)
+    #expect(first.hub.storage === second.hub.storage)
   }
 
   @Test func readingReadOnlyAgainAddsNoSubscriptionToTheArray() {

@@ -6,7 +6,7 @@ import Testing
   @Test func initializerMakesTheSameViewAsReadOnly() {
     let source = EventSource<Int>()
     let view = ReadOnlyEventSource(source)
-    #expect(view.hub.state === source.readOnly.hub.state)
+    #expect(view.hub.storage === source.readOnly.hub.storage)
     #expect(view.derived == nil)
   }
 
