@@ -75,9 +75,11 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     set { write(newValue) }
     _modify {
       // On a copy, stored back. If the access is aborted (it threw), the token's end
-      // unlocks and nothing changes.
+      // unlocks and nothing changes. `next` is declared first so that, on an abort, it
+      // ends after the token: what the access left in it is released after unlocking.
+      var next: Value
       let token = hub.lockForCommit()
-      var next = token.state.pointee.stored
+      next = token.state.pointee.stored
       yield &next
       hub.change(token, to: next, isDuplicate: isDuplicate)
       withExtendedLifetime(next) {}

@@ -190,4 +190,34 @@ enum Ending: String, CaseIterable, Sendable, CustomStringConvertible {
     #expect(property.observerCount == 1)
     subscription.cancel()
   }
+
+  @Test func noUserCodeRunsUnderALockWhenAnAbortedMutationIsReleased() {
+    struct Abort: Error {}
+    let checks = Recorder<Bool>()
+    let property = Property<DeinitProbe>(DeinitProbe {})
+    func probe() -> DeinitProbe {
+      DeinitProbe { checks.append(completesOnAnotherThread { _ = property.observerCount }) }
+    }
+    // A mutation in place through `value` that throws: its access is aborted.
+    #expect(throws: Abort.self) {
+      try mutateThrowing(&property.value) { value in
+        value = probe()
+        throw Abort()
+      }
+    }
+    #expect(checks.values == [true])
+    // A `modify` whose closure throws.
+    #expect(throws: Abort.self) {
+      try property.modify { (value: inout DeinitProbe) throws(Abort) in
+        value = probe()
+        throw Abort()
+      }
+    }
+    #expect(checks.values == [true, true])
+  }
+}
+
+/// Runs `body` on `value` as one inout access, which a throw aborts.
+private func mutateThrowing<Value>(_ value: inout Value, _ body: (inout Value) throws -> Void) rethrows {
+  try body(&value)
 }
