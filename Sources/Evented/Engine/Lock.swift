@@ -2,26 +2,29 @@
 // lives in this file, and so does every platform `#if`.
 //
 // `LockStorage<State>` is one heap object holding the state (as the header) and a
-// `LockCell` (as the element): a plain `pthread_mutex_t` and the ID of the thread that
-// holds it. A pthread mutex is used instead of `Synchronization.Mutex` because Thread
-// Sanitizer on Linux understands pthread's happens-before edges natively, while
-// `Mutex`'s contended path goes through futexes it cannot see and produces false
-// reports.
+// `LockCell` (as the element): one atomic word, 0 when the lock is free, else the ID of
+// the thread that holds it, with `waitersBit` set while threads are parked for it.
 //
-// Reentrancy check: Evented never holds a lock across user code except two closures
-// that must run under it (a property's `modify` body, or an in-place mutation through
-// `value`, and the `==` of duplicate detection). If one of those uses the same source,
-// locking again would deadlock. Before locking, a thread compares the owner word with
-// its own ID: only the thread that holds the lock can read its own ID there (it clears
-// the word before unlocking, and a thread always sees its own last write), so the check
-// has no false alarm and costs a relaxed load and two relaxed stores per round trip,
-// against about 80 instructions more for an error-checking mutex.
+// - Locking is one compare-and-exchange (0 to the caller's ID, acquiring); unlocking
+//   one exchange (to 0, releasing). A thread that finds the lock held spins briefly,
+//   then sets `waitersBit` and parks in the `ParkingLot`: a fixed table of pthread
+//   mutexes and condition variables, shared by every lock, keyed by the lock's address.
+//   An unlock that finds `waitersBit` wakes the parked threads of that key, which try
+//   again. So a lock costs 8 bytes, and an idle source no mutex of its own.
+// - Thread Sanitizer: the acquiring and releasing operations on the word are compiled
+//   into this module, so TSan sees every happens-before edge of the lock (it could not
+//   see `Synchronization.Mutex`'s, whose atomics run inside a library TSan does not
+//   instrument). The parking lot's pthread primitives only put threads to sleep; they
+//   order nothing the lock relies on.
+// - Reentrancy check: Evented never holds a lock across user code except two closures
+//   that must run under it (a property's `modify` body, or an in-place mutation through
+//   `value`, and the `==` of duplicate detection). If one of those uses the same source,
+//   locking again would deadlock. A thread that finds the lock held compares the holder
+//   with its own ID, and stops with a message if it is itself, in release builds too.
 //
 // `LockToken` is what `lock()` returns: a noncopyable value that gives access to the
 // state. A function that takes a token as `consuming` takes over the caller's lock and
 // unlocks it; one that borrows it does not. Dropping a token unlocks too.
-
-import Synchronization
 
 #if canImport(Darwin)
   import Darwin
@@ -30,12 +33,13 @@ import Synchronization
 #elseif canImport(Musl)
   import Musl
 #endif
+import Synchronization
 
 /// A non-recursive lock stored with the state it guards; use only through `withLock`.
 @usableFromInline
 struct Lock<State>: @unchecked Sendable {
-  // @unchecked Sendable: the pthread mutex in `storage` guards the state stored beside
-  // it; the state is touched only while the lock is held.
+  // @unchecked Sendable: the lock word in `storage` guards the state stored beside it;
+  // the state is touched only while the lock is held.
   @usableFromInline let storage: LockStorage<State>
 
   @usableFromInline init(storage: LockStorage<State>) {
@@ -58,13 +62,86 @@ struct Lock<State>: @unchecked Sendable {
   }
 }
 
-/// The mutex of a `LockStorage` and the ID of the thread holding it (0 when free).
+/// The word of a lock: 0 when free, else the holder's thread ID, with `waitersBit` set
+/// while threads are parked for it.
 @usableFromInline
 struct LockCell: ~Copyable {
-  @usableFromInline var mutex = pthread_mutex_t()
-  @usableFromInline let owner = Atomic<UInt>(0)
+  @usableFromInline let word = Atomic<UInt>(0)
+
+  /// Set in the word while threads are parked for the lock. Thread IDs have their two
+  /// low bits clear.
+  @usableFromInline static let waitersBit: UInt = 1
 
   @usableFromInline init() {}
+
+  /// Locks.
+  @inlinable @inline(__always)
+  func lock(as me: UInt) {
+    if !word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged {
+      lockContended(as: me)
+    }
+  }
+
+  /// Locks a lock found held: spins briefly, then parks until an unlock wakes it.
+  @usableFromInline @inline(never)
+  func lockContended(as me: UInt) {
+    var spins = 0
+    while true {
+      let current = word.load(ordering: .relaxed)
+      if current & ~Self.waitersBit == me { lockedTwice() }
+      if current == 0 {
+        if word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return }
+        continue
+      }
+      if spins < 100 {
+        spins += 1
+        continue
+      }
+      if current & Self.waitersBit == 0,
+        !word.compareExchange(expected: current, desired: current | Self.waitersBit, ordering: .relaxed).exchanged
+      {
+        continue
+      }
+      ParkingLot.park(on: self) { word.load(ordering: .relaxed) & Self.waitersBit != 0 }
+    }
+  }
+
+  /// Unlocks, waking the threads parked for the lock, if any.
+  @inlinable @inline(__always)
+  func unlock() {
+    if word.exchange(0, ordering: .releasing) & Self.waitersBit != 0 { ParkingLot.unparkAll(on: self) }
+  }
+}
+
+/// Where threads sleep while a lock they want is held: a fixed table of pthread
+/// mutexes and condition variables shared by every lock, keyed by the lock's address.
+@usableFromInline
+enum ParkingLot {
+  private static let places: [RawMutex] = (0..<64).map { _ in RawMutex() }
+
+  private static func place(of cell: borrowing LockCell) -> RawMutex {
+    let address = withUnsafePointer(to: cell) { UInt(bitPattern: $0) }
+    return places[Int((address >> 4) % UInt(places.count))]
+  }
+
+  /// Sleeps while `shouldSleep` holds, until an unpark of the same place. Spurious
+  /// wake-ups happen: the caller checks again.
+  @usableFromInline
+  static func park(on cell: borrowing LockCell, while shouldSleep: () -> Bool) {
+    let place = place(of: cell)
+    place.lock()
+    if shouldSleep() { place.wait() }
+    place.unlock()
+  }
+
+  /// Wakes every thread parked at the place of `cell`.
+  @usableFromInline
+  static func unparkAll(on cell: borrowing LockCell) {
+    let place = place(of: cell)
+    place.lock()
+    place.broadcast()
+    place.unlock()
+  }
 }
 
 /// One heap object holding the state (as the header) and its lock (as the element), so
@@ -82,18 +159,12 @@ class LockStorage<State>: ManagedBuffer<State, LockCell> {
   @inlinable static func make<Storage: LockStorage<State>>(_ type: Storage.Type, _ initial: State) -> Storage {
     let buffer = type.create(minimumCapacity: 1) { _ in initial }
     let storage = unsafeDowncast(buffer, to: Storage.self)
-    storage.withUnsafeMutablePointerToElements { cell in
-      cell.initialize(to: LockCell())
-      _ = pthread_mutex_init(&cell.pointee.mutex, nil)
-    }
+    storage.withUnsafeMutablePointerToElements { $0.initialize(to: LockCell()) }
     return storage
   }
 
   deinit {
-    withUnsafeMutablePointerToElements { cell in
-      _ = pthread_mutex_destroy(&cell.pointee.mutex)
-      cell.deinitialize(count: 1)
-    }
+    withUnsafeMutablePointerToElements { _ = $0.deinitialize(count: 1) }
   }
 
   /// Locks and returns the token that unlocks.
@@ -102,11 +173,7 @@ class LockStorage<State>: ManagedBuffer<State, LockCell> {
   @inlinable @inline(__always)
   final func lock() -> LockToken<State> {
     let cell = withUnsafeMutablePointerToElements { $0 }
-    let me = currentThreadID()
-    if cell.pointee.owner.load(ordering: .relaxed) == me { lockedTwice() }
-    let status = pthread_mutex_lock(&cell.pointee.mutex)
-    if status != 0 { lockFailed(status) }
-    cell.pointee.owner.store(me, ordering: .relaxed)
+    cell.pointee.lock(as: currentThreadID())
     return LockToken(state: withUnsafeMutablePointerToHeader { $0 }, cell: cell)
   }
 
@@ -145,28 +212,24 @@ struct LockToken<State>: ~Copyable {
   /// Unlocks.
   @inlinable @inline(__always)
   consuming func unlock() {
-    release()
+    cell.pointee.unlock()
     discard self
   }
 
-  @inlinable @inline(__always)
-  func release() {
-    cell.pointee.owner.store(0, ordering: .relaxed)
-    pthread_mutex_unlock(&cell.pointee.mutex)
-  }
-
   @inlinable deinit {
-    release()
+    cell.pointee.unlock()
   }
 
-  /// Waits on `condition`, releasing the lock meanwhile. Re-check the state after
-  /// every wake-up.
+  /// Waits for a broadcast of `condition`, releasing the lock meanwhile. Re-check the
+  /// state after every wake-up.
   @usableFromInline
   func wait(_ condition: Condition) {
-    let me = cell.pointee.owner.load(ordering: .relaxed)
-    cell.pointee.owner.store(0, ordering: .relaxed)
-    _ = pthread_cond_wait(condition.pointer, &cell.pointee.mutex)
-    cell.pointee.owner.store(me, ordering: .relaxed)
+    let seen = condition.generation
+    condition.place.lock()
+    cell.pointee.unlock()
+    while condition.generation == seen { condition.place.wait() }
+    condition.place.unlock()
+    cell.pointee.lock(as: currentThreadID())
   }
 }
 
@@ -181,36 +244,32 @@ func lockedTwice() -> Never {
     """)
 }
 
-@usableFromInline @inline(never)
-func lockFailed(_ status: Int32) -> Never {
-  fatalError("Evented: pthread_mutex_lock failed with error \(status)")
-}
-
-/// A pthread condition variable, used with one `LockStorage`; a hub's waiting room (see
-/// DeliveryQueue), allocated when a thread first waits.
+/// Where threads holding one `LockStorage` wait for a change of its state (a hub's
+/// waiting room, see DeliveryQueue), allocated when a thread first waits.
 @usableFromInline
 final class Condition: @unchecked Sendable {
-  // @unchecked Sendable: the condition variable is used only with the mutex of the
-  // lock it belongs to, which guards what waiters check and the two tickets.
-  @usableFromInline let pointer: UnsafeMutablePointer<pthread_cond_t>
+  // @unchecked Sendable: the tickets are guarded by the lock of the `LockStorage` this
+  // condition belongs to; `generation` by that lock and `place` together (written
+  // holding both, read holding either).
   /// Threads waiting for room in the backlog are served in ticket order.
   @usableFromInline var nextTicket: UInt = 0
   @usableFromInline var servedTicket: UInt = 0
+  /// Bumped by every broadcast.
+  @usableFromInline var generation: UInt = 0
+  /// Where waiters sleep.
+  @usableFromInline let place = RawMutex()
 
-  @usableFromInline init() {
-    pointer = .allocate(capacity: 1)
-    pthread_cond_init(pointer, nil)
-  }
-
-  deinit {
-    pthread_cond_destroy(pointer)
-    pointer.deallocate()
-  }
+  @usableFromInline init() {}
 
   /// Wakes every waiter so it re-checks its condition.
+  ///
+  /// - Precondition: Called with the lock of the `LockStorage` held.
   @usableFromInline
   func broadcast() {
-    pthread_cond_broadcast(pointer)
+    place.lock()
+    generation &+= 1
+    place.broadcast()
+    place.unlock()
   }
 }
 
@@ -252,7 +311,9 @@ struct ThreadWord: Sendable {
   }
 }
 
-/// A mutex and condition variable of their own, for `WaitRoom`: not tied to any state.
+/// A pthread mutex and condition variable: where threads sleep (`ParkingLot`,
+/// `Condition`, `WaitRoom`). Not tied to any state.
+@usableFromInline
 final class RawMutex: @unchecked Sendable {
   // @unchecked Sendable: a pthread mutex and condition; the users say what they guard.
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
@@ -265,19 +326,34 @@ final class RawMutex: @unchecked Sendable {
     pthread_cond_init(condition, nil)
   }
 
-  func withLock<Result>(_ body: () -> Result) -> Result {
+  deinit {
+    pthread_cond_destroy(condition)
+    pthread_mutex_destroy(mutex)
+    condition.deallocate()
+    mutex.deallocate()
+  }
+
+  @usableFromInline func lock() {
     pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
+  }
+
+  @usableFromInline func unlock() {
+    pthread_mutex_unlock(mutex)
+  }
+
+  func withLock<Result>(_ body: () -> Result) -> Result {
+    lock()
+    defer { unlock() }
     return body()
   }
 
-  /// Waits for a broadcast. Called inside `withLock`.
-  func wait() {
+  /// Waits for a broadcast. Called with the mutex locked.
+  @usableFromInline func wait() {
     pthread_cond_wait(condition, mutex)
   }
 
-  /// Wakes every waiter. Called inside `withLock`.
-  func broadcast() {
+  /// Wakes every waiter. Called with the mutex locked.
+  @usableFromInline func broadcast() {
     pthread_cond_broadcast(condition)
   }
 }
