@@ -26,6 +26,8 @@
 // state. A function that takes a token as `consuming` takes over the caller's lock and
 // unlocks it; one that borrows it does not. Dropping a token unlocks too.
 
+import Synchronization
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -33,7 +35,6 @@
 #elseif canImport(Musl)
   import Musl
 #endif
-import Synchronization
 
 /// A non-recursive lock stored with the state it guards; use only through `withLock`.
 @usableFromInline
