@@ -51,7 +51,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   @inlinable @inline(__always)
   func lockForCommit() -> Token {
     let token = storage.lock()
-    if token.state.pointee.queue.mayHaveToWait { waitForRoom(token) }
+    if token.state.pointee.mayHaveToWait() { waitForRoom(token) }
     return token
   }
 
@@ -240,9 +240,8 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   @usableFromInline func scanForDeadOwners() {
     var garbage = Garbage<Message>()
     storage.withLock { state in
-      if !state.subscribers.slots.isEmpty {
-        state.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
-      }
+      guard let core = state.core, !core.pointee.subscribers.slots.isEmpty else { return }
+      core.pointee.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     }
     garbage.dispose()
   }
@@ -252,9 +251,11 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// - Complexity: O(n) in the number of subscriptions.
   var liveCount: Int {
     var garbage = Garbage<Message>()
-    let count = storage.withLock { state in
-      let endedAndRunning = state.subscribers.sweep(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
-      return state.subscribers.live - endedAndRunning
+    let count = storage.withLock { state -> Int in
+      guard let core = state.core else { return 0 }
+      let endedAndRunning = core.pointee.subscribers.sweep(
+        into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+      return core.pointee.subscribers.live - endedAndRunning
     }
     garbage.dispose()
     return count
@@ -286,12 +287,12 @@ final class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message,
   /// a queue and not started never run: a source that is gone delivers nothing more.
   /// A handler running on another thread finishes and then releases itself.
   deinit {
-    let entries = withLock { state in
-      var entries = ContiguousArray<Entry<Message>>()
-      for case let entry? in state.subscribers.slots { entries.append(entry) }
-      for removal in state.subscribers.removals.values { entries.append(contentsOf: removal) }
-      return entries
+    guard let core = withLock({ $0.core.take() }) else { return }
+    for case let entry? in core.pointee.subscribers.slots { entry.endSwept() }
+    for removal in core.pointee.subscribers.removals.values {
+      for entry in removal { entry.endSwept() }
     }
-    for entry in entries { entry.endSwept() }
+    core.deinitialize(count: 1)
+    core.deallocate()
   }
 }

@@ -2,33 +2,71 @@
 // as a plain value: the stored value, the subscribers (SubscriberList.swift) and the
 // delivery queue (DeliveryQueue.swift). The hub (Hub.swift) locks, calls a transition
 // here, unlocks, then carries out what the transition returned.
+//
+// The subscribers and the queue live in a `HubCore`, allocated by the first subscribe
+// (or at once, for a source made with a backlog limit of its own): an idle source holds
+// only its value and a nil pointer. The core is freed with the source.
 
 /// The state of one source, guarded by its hub's lock.
 @usableFromInline
 struct HubState<Message: Sendable, Stored> {
   /// The source's value (`Void` for an event source).
   @usableFromInline var stored: Stored
-  /// The subscriptions, in subscription order.
-  @usableFromInline var subscribers = SubscriberList<Message>()
-  /// The delivering role and the deliveries that wait for it.
-  @usableFromInline var queue: DeliveryQueue<Message>
+  /// The subscribers and the delivery queue; nil until the first subscribe.
+  @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
 
   @usableFromInline init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
-    queue = DeliveryQueue(backlogLimit: backlogLimit)
+    core = backlogLimit == defaultBacklogLimit ? nil : HubCore.make(backlogLimit: backlogLimit)
+  }
+
+  /// The core, made now if there is none yet.
+  @inlinable mutating func existingCore() -> UnsafeMutablePointer<HubCore<Message>> {
+    if let core { return core }
+    let made = HubCore<Message>.make(backlogLimit: defaultBacklogLimit)
+    core = made
+    return made
+  }
+
+  /// The subscriptions, in subscription order (empty while there is no core).
+  @inlinable var subscribers: SubscriberList<Message> {
+    get { core?.pointee.subscribers ?? SubscriberList() }
+    _modify { yield &existingCore().pointee.subscribers }
+  }
+
+  /// The delivering role and the deliveries that wait for it (an idle queue while there
+  /// is no core). Every delivery has a core: it had a subscriber.
+  @inlinable var queue: DeliveryQueue<Message> {
+    _read {
+      if let core {
+        yield core.pointee.queue
+      } else {
+        yield DeliveryQueue(backlogLimit: defaultBacklogLimit)
+      }
+    }
+    _modify { yield &existingCore().pointee.queue }
+  }
+
+  // The two members below are `mutating` although they change nothing: so `self` is
+  // passed by address, and unoptimized builds do not copy the stored value to call them.
+
+  /// Whether a committing thread that may wait must check for room first.
+  @inlinable mutating func mayHaveToWait() -> Bool {
+    guard let core else { return false }
+    return core.pointee.queue.mayHaveToWait
   }
 
   /// The recipients of a commit now: every current subscription; nil if there is none.
   @inlinable mutating func recipientsOfCommit() -> Recipients<Message>? {
-    guard subscribers.live > 0 else { return nil }
-    return .all(subscribers.currentSnapshot())
+    guard let core, core.pointee.subscribers.live > 0 else { return nil }
+    return .all(core.pointee.subscribers.currentSnapshot())
   }
 
   /// Adds `entry`.
   @inlinable mutating func subscribe(
     _ entry: Entry<Message>, into garbage: inout Garbage<Message>, keepingDeadOwners: Bool
   ) {
-    subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
+    existingCore().pointee.subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
   }
 
   /// The next queued delivery; nil after stopping or handing the role over.
@@ -36,8 +74,9 @@ struct HubState<Message: Sendable, Stored> {
   /// - Returns: the delivery, and the room to wake, if any.
   @inlinable @inline(__always)
   mutating func takeNext(newestFirst: Bool) -> (Parcel<Message>?, wake: Condition?) {
-    let next = queue.next(newestFirst: newestFirst)
-    return (next, queue.roomToWake)
+    let core = core.unsafelyUnwrapped
+    let next = core.pointee.queue.next(newestFirst: newestFirst)
+    return (next, core.pointee.queue.roomToWake)
   }
 
   /// ``takeNext(newestFirst:)`` after a delivery that met an ended or ownerless
@@ -45,7 +84,25 @@ struct HubState<Message: Sendable, Stored> {
   @inlinable mutating func sweepAndTakeNext(
     into garbage: inout Garbage<Message>, newestFirst: Bool
   ) -> (Parcel<Message>?, wake: Condition?) {
-    subscribers.removeEnded(into: &garbage)
+    core.unsafelyUnwrapped.pointee.subscribers.removeEnded(into: &garbage)
     return takeNext(newestFirst: newestFirst)
+  }
+}
+
+/// The subscribers and the delivery queue of a source that has had a subscriber.
+@usableFromInline
+struct HubCore<Message: Sendable> {
+  @usableFromInline var subscribers = SubscriberList<Message>()
+  @usableFromInline var queue: DeliveryQueue<Message>
+
+  /// Allocates a core; `free` it with its source.
+  @usableFromInline static func make(backlogLimit: Int) -> UnsafeMutablePointer<HubCore> {
+    let core = UnsafeMutablePointer<HubCore>.allocate(capacity: 1)
+    core.initialize(to: HubCore(queue: DeliveryQueue(backlogLimit: backlogLimit)))
+    return core
+  }
+
+  @usableFromInline init(queue: DeliveryQueue<Message>) {
+    self.queue = queue
   }
 }
