@@ -4,6 +4,12 @@
 // - One thread at a time delivers (`isDelivering`). A commit made while another
 //   thread delivers is queued in `pending` (from `pendingHead`), in commit order, for
 //   that thread; the deliverer takes the queue one delivery at a time until it is empty.
+// - `flags`, the one field read and written without the lock: whether a thread
+//   delivers, and whether deliveries are queued. Under the lock they change together
+//   with `pending`; a deliverer that finds nothing queued stops with one
+//   compare-and-exchange (`tryStop`), without a lock round trip, and a commit that
+//   finds a deliverer marks the queue with a compare-and-exchange, so that one of the
+//   two always sees the other.
 // - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
 //   that may wait: one that is not delivering for any source and not running a handler
 //   waits before committing while the backlog is full, in arrival order (the tickets of
@@ -18,6 +24,8 @@
 //
 // Transitions take what they need as arguments (whether the calling thread may wait, a
 // planted bug) and return what the hub must do; none reads a thread-local or a switch.
+
+import Synchronization
 
 /// What a committing thread does after its commit.
 @usableFromInline
@@ -45,18 +53,22 @@ enum HeirStep<Message: Sendable> {
   case wait(Condition)
 }
 
-/// The delivering role and the queue of one source; a plain value guarded by the hub's
-/// lock.
+/// The delivering role and the queue of one source; a value guarded by the hub's lock,
+/// except `flags` (see above).
 @usableFromInline
-struct DeliveryQueue<Message: Sendable> {
+struct DeliveryQueue<Message: Sendable>: ~Copyable {
   /// Committed deliveries waiting for the deliverer; nil before `pendingHead` (taken).
   @usableFromInline var pending: ContiguousArray<Parcel<Message>?> = []
   /// The index of the next delivery to take.
   @usableFromInline var pendingHead = 0
   /// The most deliveries that may wait, for threads that may wait.
   @usableFromInline let backlogLimit: Int
-  /// Whether a thread is delivering (the deliverer).
-  @usableFromInline var isDelivering = false
+  /// `delivering` while a thread delivers (the deliverer); `queuedFlag` while `pending`
+  /// has deliveries. The deliverer clears `delivering` without the lock (`tryStop`)
+  /// when `queuedFlag` is clear.
+  @usableFromInline let flags = Atomic<UInt>(0)
+  @usableFromInline static var delivering: UInt { 1 }
+  @usableFromInline static var queuedFlag: UInt { 2 }
   /// Deliveries made by the current deliverer since it took the role.
   @usableFromInline var passLength = 0
   /// Threads waiting to take the delivering role over.
@@ -77,6 +89,9 @@ struct DeliveryQueue<Message: Sendable> {
     self.backlogLimit = backlogLimit
   }
 
+  /// Whether a thread is delivering (the deliverer).
+  @inlinable var isDelivering: Bool { flags.load(ordering: .acquiring) & Self.delivering != 0 }
+
   /// The number of committed deliveries waiting for the deliverer.
   @inlinable var backlog: Int { pending.count - pendingHead }
 
@@ -88,7 +103,9 @@ struct DeliveryQueue<Message: Sendable> {
   /// is down to half the limit, so that they do not wake for every delivery taken.
   @inlinable var roomToWake: Condition? {
     guard roomWaiters > 0 || heirs > 0 else { return nil }
-    guard handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2) else { return nil }
+    guard
+      handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2) || (heirs > 0 && backlog == 0)
+    else { return nil }
     return room
   }
 
@@ -97,19 +114,37 @@ struct DeliveryQueue<Message: Sendable> {
   /// - Parameter mayWait: Whether the committing thread may wait (it is not delivering
   ///   for any source nor running a handler); asked only when it matters.
   @inlinable mutating func start<P: Package<Message>>(_ delivery: consuming P, mayWait: () -> Bool) -> Start<P> {
-    if isDelivering {
-      pending.append(delivery.parcel())
-      queued &+= 1
-      if passLength > backlogLimit, mayWait() {
-        heirs += 1
-        _checkInvariants()
-        return .heir(queued)
+    var current = flags.load(ordering: .acquiring)
+    while true {
+      if current & Self.delivering == 0 {
+        // Nobody delivers, so nobody writes `flags` without the lock.
+        flags.store(Self.delivering, ordering: .relaxed)
+        passLength = 1
+        return .deliver(delivery)
       }
-      return .queued
+      if current & Self.queuedFlag != 0 { break }
+      // The deliverer may stop meanwhile: then this thread delivers instead.
+      let marked = flags.compareExchange(
+        expected: current, desired: current | Self.queuedFlag, ordering: .acquiringAndReleasing)
+      if marked.exchanged { break }
+      current = marked.original
     }
-    isDelivering = true
-    passLength = 1
-    return .deliver(delivery)
+    pending.append(delivery.parcel())
+    queued &+= 1
+    if passLength > backlogLimit, mayWait() {
+      heirs += 1
+      _checkInvariants()
+      return .heir(queued)
+    }
+    return .queued
+  }
+
+  /// Stops delivering if nothing is queued: the deliverer's step after a delivery,
+  /// without the lock.
+  ///
+  /// - Returns: false if deliveries are queued: take the next under the lock.
+  @inlinable func tryStop() -> Bool {
+    flags.compareExchange(expected: Self.delivering, desired: 0, ordering: .releasing).exchanged
   }
 
   /// The next queued delivery, or nil after stopping (or handing the role to an heir).
@@ -118,7 +153,7 @@ struct DeliveryQueue<Message: Sendable> {
   @inlinable mutating func next(newestFirst: Bool = false) -> Parcel<Message>? {
     defer { _checkInvariants() }
     guard pendingHead < pending.count else {
-      isDelivering = false
+      flags.store(0, ordering: .releasing)
       return nil
     }
     if passLength > backlogLimit, heirs > 0 {
@@ -136,6 +171,7 @@ struct DeliveryQueue<Message: Sendable> {
     if pendingHead == pending.count {
       pending.removeAll(keepingCapacity: pending.count <= 64)
       pendingHead = 0
+      flags.store(Self.delivering, ordering: .relaxed)
     } else if pendingHead >= 32, pendingHead * 2 >= pending.count {
       // Under steady contention the queue may never run empty: drop the taken (nil)
       // slots so it does not grow by one per delivery.
@@ -200,6 +236,9 @@ struct DeliveryQueue<Message: Sendable> {
       if pendingHead > pending.count { preconditionFailure("Evented: the queue's head is past its end") }
       if heirs < 0 || roomWaiters < 0 { preconditionFailure("Evented: \(heirs) heirs, \(roomWaiters) room waiters") }
       if !isDelivering, backlog != 0 { preconditionFailure("Evented: \(backlog) deliveries queued with no deliverer") }
+      if (flags.load(ordering: .relaxed) & Self.queuedFlag != 0) != (backlog > 0) {
+        preconditionFailure("Evented: the queued flag disagrees with a backlog of \(backlog)")
+      }
       if handOff, !isDelivering || heirs == 0 { preconditionFailure("Evented: a hand-off with no heir") }
       if taken > queued { preconditionFailure("Evented: \(taken) deliveries taken of \(queued) queued") }
     #endif

@@ -103,8 +103,9 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     case .none, .queued:
       token.unlock()
     case .deliver(let first):
+      let core = token.state.pointee.core.unsafelyUnwrapped
       token.unlock()
-      drain(first)
+      drain(first, core: core)
     case .heir(let ticket):
       waitForTurn(token, ticket)
     }
@@ -117,8 +118,9 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       switch token.state.pointee.queue.heirStep(ticket, newestFirst: Self.plantedNewestFirst) {
       case .takeOver(let first, let wake):
         wake?.broadcast()
+        let core = token.state.pointee.core.unsafelyUnwrapped
         token.unlock()
-        if let first { drain(first) }
+        if let first { drain(first, core: core) }
         return
       case .leave:
         token.unlock()
@@ -133,15 +135,17 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   ///
   /// The thread counts as delivering meanwhile (it never waits for room in any
   /// backlog), and hands the role over between two deliveries when its turn is over and
-  /// another thread waits for it.
+  /// another thread waits for it. When nothing is queued after a delivery, it stops
+  /// without taking the lock (`tryStop`). `core` is the source's core, which every
+  /// source that delivers has, and which outlives the source's deliveries.
   @inlinable
-  func drain<P: Package<Message>>(_ first: consuming P) {
+  func drain<P: Package<Message>>(_ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>) {
     let me = currentThreadID()
     let depth = DeliveringThread.enter()
     defer { DeliveringThread.exit(depth) }
     var foundGone = !first.deliver(me: me)
     _ = consume first
-    while let next = takeNext(sweeping: foundGone) {
+    while foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) {
       foundGone = !next.deliver(me: me)
     }
   }

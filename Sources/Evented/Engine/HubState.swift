@@ -91,7 +91,7 @@ struct HubState<Message: Sendable, Stored> {
 
 /// The subscribers and the delivery queue of a source that has had a subscriber.
 @usableFromInline
-struct HubCore<Message: Sendable> {
+struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var subscribers = SubscriberList<Message>()
   @usableFromInline var queue: DeliveryQueue<Message>
 
@@ -102,7 +102,7 @@ struct HubCore<Message: Sendable> {
     return core
   }
 
-  @usableFromInline init(queue: DeliveryQueue<Message>) {
+  @usableFromInline init(queue: consuming DeliveryQueue<Message>) {
     self.queue = queue
   }
 }
