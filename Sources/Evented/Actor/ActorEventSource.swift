@@ -148,7 +148,7 @@ public actor ActorEventSource<Event: Sendable> {
   /// Ends every subscription of this source: sequences finish, handlers are not
   /// started again (one already running may finish).
   public func removeAllObservers() {
-    sinks.finishAll()
+    sinks.endAll()
   }
 
   @inlinable

@@ -38,7 +38,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let state: Lock<ActorHandlerState<Message>>
   /// The priority of the task that subscribed, given to every draining task.
   @usableFromInline let priority: TaskPriority
-  /// Set by the first ``finish()``: later calls have nothing to release.
+  /// Set by the first ``endAndRelease()``: later calls have nothing to release.
   @usableFromInline let isClosed = Atomic<Bool>(false)
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
@@ -120,7 +120,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
       }
       while let message = batch.removeFirst() {
         guard markStarted() else {
-          finish()
+          endAndRelease()
           return
         }
         switch handler {
@@ -131,7 +131,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
         case .owned(let body):
           guard let owner else {
             markReturned()
-            finish()
+            endAndRelease()
             return
           }
           if isOnce { end() }
@@ -139,7 +139,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
         }
         markReturned()
         if isOnce {
-          finish()
+          endAndRelease()
           return
         }
       }
@@ -163,7 +163,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   /// Ends the subscription: refuses further messages and releases the queue and the
   /// handler (outside the lock). A delivery already started may still be running.
   @usableFromInline
-  func finish() {
+  func endAndRelease() {
     end()
     guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
     let released = state.withLock { $0.close() }
@@ -171,7 +171,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   }
 
   override func cancel() {
-    finish()
+    endAndRelease()
   }
 
   /// The source is gone: an idle subscription releases its handler now, a draining one

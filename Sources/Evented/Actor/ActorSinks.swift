@@ -55,11 +55,11 @@ struct ActorSink<Message: Sendable>: Sendable {
   /// Ends the subscription: a sequence's consumer gets nil, a handler is not started
   /// again, and what it captured is released.
   @usableFromInline
-  func finish() {
+  func end() {
     if let handler {
-      handler.finish()
+      handler.endAndRelease()
     } else {
-      stream?.finish()
+      stream?.end()
     }
   }
 
@@ -98,7 +98,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
         if kept != index { items.swapAt(kept, index) }
         kept &+= 1
       } else {
-        items[index].finish()
+        items[index].end()
       }
     }
     if kept != count { items.removeLast(count &- kept) }
@@ -120,7 +120,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
       if items[cursor].isOpen {
         cursor += 1
       } else {
-        items.remove(at: cursor).finish()
+        items.remove(at: cursor).end()
       }
     }
   }
@@ -136,18 +136,18 @@ struct ActorSinks<Message: Sendable>: Sendable {
       if sink.isOpen {
         kept.append(sink)
       } else {
-        sink.finish()
+        sink.end()
       }
     }
     items = kept
   }
 
   /// Ends every subscription.
-  mutating func finishAll() {
+  mutating func endAll() {
     let removed = items
     items = []
     cursor = 0
-    for sink in removed { sink.finish() }
+    for sink in removed { sink.end() }
   }
 
   /// Tells every subscription that the source is gone.

@@ -69,7 +69,7 @@ extension ArrayProperty {
       defer { links.sources = [entry] }
       return links.sources
     }
-    for core in earlier { core.detachWithoutWaiting() }
+    for core in earlier { core.endSwept() }
     hub.subscribe(entry, replay: Self.replay)
   }
 }

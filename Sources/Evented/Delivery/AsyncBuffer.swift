@@ -67,8 +67,8 @@ final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
 
   /// The consumer is done: refuses further elements, drops the buffered ones, wakes a
   /// waiter with nil and cancels the subscription that fed the buffer.
-  func finish() {
-    let (waiter, core, dropped) = state.withLock { $0.cancel() }
+  func end() {
+    let (waiter, core, dropped) = state.withLock { $0.end() }
     waiter?.resume(returning: nil)
     core?.cancel()
     _ = dropped
@@ -90,7 +90,7 @@ final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
       case .empty: return await wait(isolation: actor)
       }
     }
-    finish()
+    end()
     return nil
   }
 
@@ -109,7 +109,7 @@ final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
       let waiter = state.withLock { $0.cancelWaiter() }
       waiter?.resume(returning: nil)
     }
-    if element == nil { finish() }
+    if element == nil { end() }
     return element
   }
 }
@@ -188,7 +188,7 @@ struct AsyncBufferState<Element> {
     return waiter.take()
   }
 
-  mutating func cancel() -> (UnsafeContinuation<Element?, Never>?, SubscriptionCore?, Ring<Element>) {
+  mutating func end() -> (UnsafeContinuation<Element?, Never>?, SubscriptionCore?, Ring<Element>) {
     phase = .cancelled
     let core = self.core
     self.core = nil
@@ -253,7 +253,7 @@ final class AsyncIteratorEnding<Element: Sendable> {
   }
 
   deinit {
-    buffer.finish()
+    buffer.end()
   }
 }
 

@@ -25,7 +25,7 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
 
   deinit {
     let cores = links.withLock { $0.take() }
-    for core in cores { core.detachWithoutWaiting() }
+    for core in cores { core.endSwept() }
   }
 
   /// Subscribes the node to `source`; `receive` runs for every event, one at a time, in

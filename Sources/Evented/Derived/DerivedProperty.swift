@@ -47,16 +47,6 @@ struct LinkState: Sendable {
   @usableFromInline init() {}
 }
 
-extension SubscriptionCore {
-  /// Ends this subscription without waiting for a handler running on another thread
-  /// (the runner releases the handler when it returns); its source removes it when it
-  /// next meets it. For a node's own links, whose late updates are harmless or
-  /// discarded.
-  @usableFromInline func detachWithoutWaiting() {
-    endSwept()
-  }
-}
-
 /// The engine of one derived property.
 @usableFromInline
 final class DerivedProperty<Value: Sendable>: Sendable {
@@ -86,7 +76,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       state = LinkState()
       return (cores, target)
     }
-    for core in cores { core.detachWithoutWaiting() }
+    for core in cores { core.endSwept() }
     _ = target
   }
 
@@ -152,7 +142,7 @@ final class DerivedProperty<Value: Sendable>: Sendable {
     let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
     // Detach first, so that the old target's observerCount has dropped before the new
     // target's value is delivered.
-    previous.0?.detachWithoutWaiting()
+    previous.0?.endSwept()
     _ = previous.1
     guard let target else {
       if let missing { publish(missing, generation: current) }
