@@ -112,9 +112,7 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(
-      owner: owner, isOnce: false,
-      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
+    subscribe(owner: owner, isOnce: false, .owned(by: Owner.self, handler))
   }
 
   /// Awaits `handler` with every event from now on, for as long as the returned
@@ -134,9 +132,7 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(
-      owner: owner, isOnce: true,
-      .owned { owner, event in await handler(unsafeDowncast(owner, to: Owner.self), event) })
+    subscribe(owner: owner, isOnce: true, .owned(by: Owner.self, handler))
   }
 
   /// Awaits `handler` with the next event only, if the returned subscription is still

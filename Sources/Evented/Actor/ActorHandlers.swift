@@ -192,6 +192,13 @@ enum ActorHandlerBody<Message: Sendable>: Sendable {
   /// Called with the message alone. Only for a subscription owned by its handle: the
   /// handle's deinit cancels it, so the ended bit is the whole liveness check.
   case plain(@Sendable (Message) async -> Void)
+
+  /// A handler of the owner, as its own type, and the message.
+  static func owned<Owner: AnyObject>(
+    by _: Owner.Type, _ handler: @escaping @Sendable (Owner, Message) async -> Void
+  ) -> Self {
+    .owned { owner, message in await handler(unsafeDowncast(owner, to: Owner.self), message) }
+  }
 }
 
 /// What a push did.

@@ -157,9 +157,7 @@ public actor ActorProperty<Value: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Value) async -> Void
   ) -> Subscription {
-    subscribe(
-      owner: owner, replays: true,
-      .owned { owner, update in await handler(unsafeDowncast(owner, to: Owner.self), update.new) })
+    subscribe(owner: owner, replays: true, .owned(by: Owner.self) { owner, update in await handler(owner, update.new) })
   }
 
   /// Awaits `handler` with the current value, then with every new value, for as long
@@ -177,8 +175,8 @@ public actor ActorProperty<Value: Sendable> {
   ) -> Subscription {
     subscribe(
       owner: owner, replays: false,
-      .owned { owner, update in
-        await handler(unsafeDowncast(owner, to: Owner.self), Change(oldValue: update.old, newValue: update.new))
+      .owned(by: Owner.self) { owner, update in
+        await handler(owner, Change(oldValue: update.old, newValue: update.new))
       })
   }
 
@@ -200,8 +198,8 @@ public actor ActorProperty<Value: Sendable> {
   ) -> Subscription {
     subscribe(
       owner: owner, replays: true,
-      .owned { owner, update in
-        if let part = update.changedPart(keyPath) { await handler(unsafeDowncast(owner, to: Owner.self), part) }
+      .owned(by: Owner.self) { owner, update in
+        if let part = update.changedPart(keyPath) { await handler(owner, part) }
       })
   }
 
@@ -248,8 +246,7 @@ public actor ActorProperty<Value: Sendable> {
     _ handler: @escaping @Sendable (Owner, Value) async -> Void
   ) -> Subscription {
     subscribe(
-      owner: owner, replays: false, isOnce: true,
-      .owned { owner, update in await handler(unsafeDowncast(owner, to: Owner.self), update.new) })
+      owner: owner, replays: false, isOnce: true, .owned(by: Owner.self) { owner, update in await handler(owner, update.new) })
   }
 
   /// Awaits `handler` with the next new value only, if the returned subscription is

@@ -58,8 +58,13 @@ struct DeliveryTarget: Sendable {
   @usableFromInline let queue: DispatchQueue
 
   /// A serial target for `delivery`, or nil to run inline.
-  @usableFromInline init?(_ delivery: Delivery) {
+  @inlinable init?(_ delivery: Delivery) {
     guard let base = delivery.queue else { return nil }
+    self.init(base: base)
+  }
+
+  /// A serial queue that targets `base` (the main queue itself for the main queue).
+  @usableFromInline init(base: DispatchQueue) {
     queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
   }
 

@@ -136,7 +136,7 @@ struct SubscriberList<Message> {
     if let old = snapshot.take() { garbage.snapshot = old }
   }
 
-  /// Removes every subscription. `garbage.removed` receives them together with those
+  /// Removes every subscription. `garbage.rare().removed` receives them together with those
   /// that concurrent calls took and are still ending.
   ///
   /// - Returns: the ticket to pass to ``finishRemoval(_:into:)`` once they are ended.
@@ -146,8 +146,9 @@ struct SubscriberList<Message> {
     for case let entry? in slots {
       taken.append(entry)
     }
-    for other in removals.values { garbage.removed.append(contentsOf: other) }
-    garbage.removed.append(contentsOf: taken)
+    let more = garbage.rare()
+    for other in removals.values { more.removed.append(contentsOf: other) }
+    more.removed.append(contentsOf: taken)
     let ticket = nextRemoval
     nextRemoval &+= 1
     removals[ticket] = taken
@@ -160,7 +161,7 @@ struct SubscriberList<Message> {
 
   /// Forgets the subscriptions of a finished `removeAll`.
   @usableFromInline mutating func finishRemoval(_ ticket: UInt, into garbage: inout Garbage<Message>) {
-    garbage.finishedRemoval = removals.removeValue(forKey: ticket)
+    garbage.rare().finishedRemoval = removals.removeValue(forKey: ticket)
   }
 
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
@@ -180,7 +181,7 @@ struct SubscriberList<Message> {
       }
       if entry.isOwnedByHandle { return true }
       if let owner = entry.liveOwner {
-        garbage.owners.append(owner)
+        garbage.rare().owners.append(owner)
         return true
       }
       return keepsDeadOwners

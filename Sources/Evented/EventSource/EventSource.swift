@@ -64,6 +64,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   }
 
   /// A view of this source that can observe but not send.
+  @inlinable
   public var readOnly: ReadOnlyEventSource<Event> {
     ReadOnlyEventSource(hub: hub)
   }
@@ -101,7 +102,7 @@ public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
   /// The node of a derived source (`map`, `filter`, `merge`, …); nil for a view.
   @usableFromInline let derived: DerivedEventSource<Event>?
 
-  init(hub: Hub<Event, Void>) {
+  @usableFromInline init(hub: Hub<Event, Void>) {
     self.hub = hub
     derived = nil
   }

@@ -100,7 +100,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   public var projectedValue: ReadOnlyProperty<Value> { readOnly }
 
   /// A view that can observe but not write.
-  public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(hub: hub) }
+  @inlinable public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(hub: hub) }
 
   /// Changes the value in place, atomically, and notifies once with the old and new
   /// value.

@@ -30,7 +30,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   /// The node of a derived value; nil for a view of a property or a constant.
   @usableFromInline let derived: DerivedProperty<Value>?
 
-  init(hub: Hub<Update<Value>, Value>) {
+  @usableFromInline init(hub: Hub<Update<Value>, Value>) {
     self.hub = hub
     derived = nil
   }
