@@ -246,7 +246,8 @@ public actor ActorProperty<Value: Sendable> {
     _ handler: @escaping @Sendable (Owner, Value) async -> Void
   ) -> Subscription {
     subscribe(
-      owner: owner, replays: false, isOnce: true, .owned(by: Owner.self) { owner, update in await handler(owner, update.new) })
+      owner: owner, replays: false, isOnce: true,
+      .owned(by: Owner.self) { owner, update in await handler(owner, update.new) })
   }
 
   /// Awaits `handler` with the next new value only, if the returned subscription is
