@@ -30,6 +30,9 @@ let usage = """
     --plant BUG      plant a known bug to prove the suite catches it (a build with
                      --traits FaultInjection only): \(plantableBugs)
     --list           list the scenarios
+    --misuse NAME    commit a misuse that must stop the program with a message
+                     containing the text `--misuse-list` prints beside NAME
+    --misuse-list    list the misuses, a name and its expected text per line
 
   Exit status: 0 when every invariant held, 1 on any violation, 2 when a scenario
   made no progress for 10 s (deadlock), 64 on a usage error.
@@ -92,6 +95,11 @@ while let argument = arguments.popFirst() {
         "--plant \(name) needs a build with the FaultInjection trait: "
           + "swift run -c release --traits FaultInjection evented-stress --plant \(name)")
     #endif
+  case "--misuse":
+    commitMisuse(named: value(for: argument))
+  case "--misuse-list":
+    for misuse in misuses { print("\(misuse.name)\t\(misuse.expected)") }
+    exit(0)
   case "--list":
     for (name, summary) in StressSuite.catalog { print(name.padding(18) + summary) }
     exit(0)

@@ -30,7 +30,7 @@ final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
     switch policy {
     case .unbounded: break
     case .bufferingOldest(let limit), .bufferingNewest(let limit):
-      precondition(limit >= 0, "Evented: a buffering limit must not be negative")
+      if limit < 0 { fatalError("Evented: a buffering limit must not be negative (got \(limit))") }
     }
     state = Lock.make(AsyncBufferState(policy: policy))
   }
@@ -169,9 +169,9 @@ struct AsyncBufferState<Element> {
   mutating func wait(_ continuation: UnsafeContinuation<Element?, Never>) -> Poll<Element> {
     let ready = poll()
     if case .empty = ready {
-      precondition(
-        waiter == nil,
-        "Evented: two tasks awaited the same asynchronous sequence at once; iterate it from one task")
+      if waiter != nil {
+        fatalError("Evented: two tasks awaited the same asynchronous sequence at once; iterate it from one task")
+      }
       waiter = continuation
     }
     return ready

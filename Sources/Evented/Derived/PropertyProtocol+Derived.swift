@@ -272,7 +272,7 @@ extension PropertyProtocol {
     let outer = readOnly
     let compute: @Sendable () -> T = {
       if let target = select(outer.value) { return wrap(target.value) }
-      guard let missing else { preconditionFailure("Evented: flatMapLatest picked no target") }
+      guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
       return missing
     }
     let node = DerivedProperty(initial: compute(), isDuplicate: isDuplicate, compute: compute)

@@ -32,7 +32,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   /// Makes a hub holding `stored`.
   @usableFromInline static func make(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) -> Hub {
-    precondition(backlogLimit >= 1, "Evented: a backlog limit must be at least 1")
+    if backlogLimit < 1 { fatalError("Evented: a backlog limit must be at least 1 (got \(backlogLimit))") }
     return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
   }
 

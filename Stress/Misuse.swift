@@ -1,0 +1,64 @@
+// Misuse that must stop the program with a message naming the mistake, in every build
+// configuration: `evented-stress --misuse NAME` commits one, and the tests and CI check
+// the message the process leaves on standard error (a `precondition` keeps its text
+// only in debug builds; Evented uses `fatalError`, which keeps it in release builds).
+
+import Evented
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// One misuse, and the text its message must contain.
+struct Misuse: Sendable {
+  let name: String
+  let expected: String
+  let commit: @Sendable () -> Void
+}
+
+/// Every misuse with a message of its own.
+let misuses: [Misuse] = [
+  Misuse(name: "modify-reads-itself", expected: "used from inside its own locked section") {
+    let property = Property(0)
+    property.modify { $0 += property.value }
+  },
+  Misuse(name: "backlog-limit-zero", expected: "a backlog limit must be at least 1 (got 0)") {
+    _ = EventSource<Int>(backlogLimit: 0)
+  },
+  Misuse(name: "buffering-limit-negative", expected: "a buffering limit must not be negative (got -1)") {
+    _ = EventSource<Int>().events(bufferingPolicy: .bufferingNewest(-1))
+  },
+  Misuse(name: "two-tasks-iterate-one-sequence", expected: "two tasks awaited the same asynchronous sequence") {
+    let source = EventSource<Int>()
+    let events = source.events()
+    for _ in 0..<2 {
+      Task.detached {
+        for await _ in events {}
+        withExtendedLifetime(source) {}
+      }
+    }
+  },
+  Misuse(name: "array-index-out-of-range", expected: "ArrayProperty.remove(at: 5): index out of range (count 1)") {
+    _ = ArrayProperty([1]).remove(at: 5)
+  },
+]
+
+/// Commits the misuse named `name`; returns only if it did not stop the program within
+/// ten seconds (exit status 3), or the name is unknown (64).
+func commitMisuse(named name: String) -> Never {
+  guard let misuse = misuses.first(where: { $0.name == name }) else {
+    fail("unknown misuse \(name); one of: \(misuses.map(\.name).joined(separator: ", "))")
+  }
+  misuse.commit()
+  // A crashing thread's backtracer interrupts sleeping threads: sleep on until the time
+  // is up, so that the crash, not this thread, ends the process.
+  var left: UInt32 = 10
+  while left > 0 { left = sleep(left) }
+  var standardError = StandardError()
+  print("evented-stress: the misuse \(name) did not stop the program", to: &standardError)
+  exit(3)
+}

@@ -1,0 +1,57 @@
+// Misuse stops the program with a message naming the mistake. Each misuse runs in a
+// child process (`evented-stress --misuse NAME`), since it ends the process; the test
+// checks the message the child leaves on standard error. CI runs the same check
+// against the release build, where a `precondition` would lose its text.
+
+import Foundation
+import Testing
+
+@Suite(.serialized) struct MisuseMessageTests {
+  /// The misuses `evented-stress` knows, with the text each message must contain.
+  static let misuses: [(name: String, expected: String)] = {
+    guard let executable = StressExecutable.url,
+      let (_, output, _) = try? runCapturingStandardError(executable, ["--misuse-list"])
+    else { return [] }
+    return output.split(separator: "\n").compactMap { line in
+      let fields = line.split(separator: "\t", maxSplits: 1)
+      return fields.count == 2 ? (String(fields[0]), String(fields[1])) : nil
+    }
+  }()
+
+  @Test func everyMisuseIsListed() {
+    #expect(
+      Set(Self.misuses.map(\.name)) == [
+        "modify-reads-itself", "backlog-limit-zero", "buffering-limit-negative",
+        "two-tasks-iterate-one-sequence", "array-index-out-of-range",
+      ])
+  }
+
+  @Test(arguments: MisuseMessageTests.misuses.map(\.name))
+  func misuseStopsWithAMessageNamingIt(_ name: String) throws {
+    let executable = try #require(
+      StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
+    let expected = try #require(Self.misuses.first { $0.name == name }?.expected)
+    let (status, _, standardError) = try runCapturingStandardError(executable, ["--misuse", name])
+    #expect(status != 0 && status != 3, "exit status \(status): the misuse did not stop the program")
+    #expect(standardError.contains(expected), "standard error:\n\(standardError)")
+  }
+}
+
+/// Runs `executable` with `arguments`; returns its exit status, standard output and
+/// standard error.
+private func runCapturingStandardError(_ executable: URL, _ arguments: [String]) throws -> (Int32, String, String) {
+  let process = Process()
+  process.executableURL = executable
+  process.arguments = arguments
+  let output = Pipe()
+  let error = Pipe()
+  process.standardOutput = output
+  process.standardError = error
+  try process.run()
+  let errorData = error.fileHandleForReading.readDataToEndOfFile()
+  let outputData = output.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  return (
+    process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self)
+  )
+}
