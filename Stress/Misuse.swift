@@ -3,6 +3,7 @@
 // the message the process leaves on standard error (a `precondition` keeps its text
 // only in debug builds; Evented uses `fatalError`, which keeps it in release builds).
 
+import Dispatch
 import Evented
 
 #if canImport(Glibc)
@@ -25,6 +26,27 @@ let misuses: [Misuse] = [
   Misuse(name: "modify-reads-itself", expected: "used from inside its own locked section") {
     let property = Property(0)
     property.modify { $0 += property.value }
+  },
+  Misuse(name: "modify-cycle-across-sources", expected: "two sources' locked sections wait for each other") {
+    // Each thread holds its property's lock in `modify` and reads the other property.
+    let first = Property(0)
+    let second = Property(0)
+    let firstHeld = DispatchSemaphore(value: 0)
+    let secondHeld = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      first.modify { value in
+        firstHeld.signal()
+        secondHeld.wait()
+        value += second.value
+      }
+    }
+    DispatchQueue.global().async {
+      second.modify { value in
+        secondHeld.signal()
+        firstHeld.wait()
+        value += first.value
+      }
+    }
   },
   Misuse(name: "backlog-limit-zero", expected: "a backlog limit must be at least 1 (got 0)") {
     _ = EventSource<Int>(backlogLimit: 0)

@@ -76,17 +76,24 @@ struct LockCell: ~Copyable {
   @usableFromInline init() {}
 
   /// Locks.
+  ///
+  /// - Parameter guarding: The type of the state the lock guards, named in the message
+  ///   of a cycle of waits.
   @inlinable @inline(__always)
-  func lock(as me: UInt) {
+  func lock(as me: UInt, guarding: Any.Type) {
     if !word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged {
-      lockContended(as: me)
+      lockContended(as: me, guarding: guarding)
     }
   }
 
-  /// Locks a lock found held: spins briefly, then parks until an unlock wakes it.
+  /// Locks a lock found held: spins briefly, then parks until an unlock wakes it. Before
+  /// parking, registers the wait in `LockCycles`, which stops the program with a
+  /// message if the wait would never end.
   @usableFromInline @inline(never)
-  func lockContended(as me: UInt) {
+  func lockContended(as me: UInt, guarding: Any.Type) {
     var spins = 0
+    var isRegistered = false
+    defer { if isRegistered { LockCycles.shared.stopWaiting(me) } }
     while true {
       let current = word.load(ordering: .relaxed)
       if current & ~Self.waitersBit == me { lockedTwice() }
@@ -102,6 +109,12 @@ struct LockCell: ~Copyable {
         !word.compareExchange(expected: current, desired: current | Self.waitersBit, ordering: .relaxed).exchanged
       {
         continue
+      }
+      if !isRegistered {
+        isRegistered = true
+        withUnsafePointer(to: self) { cell in
+          LockCycles.shared.startWaiting(me, for: cell, guarding: lockDescription(of: guarding))
+        }
       }
       ParkingLot.park(on: self) { word.load(ordering: .relaxed) & Self.waitersBit != 0 }
     }
@@ -174,7 +187,7 @@ class LockStorage<State>: ManagedBuffer<State, LockCell> {
   @inlinable @inline(__always)
   final func lock() -> LockToken<State> {
     let cell = withUnsafeMutablePointerToElements { $0 }
-    cell.pointee.lock(as: currentThreadID())
+    cell.pointee.lock(as: currentThreadID(), guarding: State.self)
     return LockToken(state: withUnsafeMutablePointerToHeader { $0 }, cell: cell)
   }
 
@@ -230,7 +243,7 @@ struct LockToken<State>: ~Copyable {
     cell.pointee.unlock()
     while condition.generation == seen { condition.place.wait() }
     condition.place.unlock()
-    cell.pointee.lock(as: currentThreadID())
+    cell.pointee.lock(as: currentThreadID(), guarding: State.self)
   }
 }
 

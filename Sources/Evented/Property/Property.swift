@@ -114,9 +114,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   keep it short. If it throws, the value stays as it was.
   /// - Returns: What `body` returns.
   /// - Important: `body` must not read, write, observe or modify this property: that
-  ///   would deadlock, so it stops the program with a message instead. Touching other
-  ///   sources from `body` can deadlock against a thread that does the opposite, and
-  ///   cancelling a subscription (or dropping the last handle of an owner-less one)
+  ///   would deadlock, so it stops the program with a message instead. Using another
+  ///   source from `body` while another thread does the opposite would deadlock too; that
+  ///   also stops the program with a message naming both. Cancelling a subscription (or dropping the last handle of an owner-less one)
   ///   inside `body` waits for its running handler while the lock is held.
   @inlinable @discardableResult
   public func modify<Result, Failure: Error>(

@@ -21,7 +21,7 @@ import Testing
   @Test func everyMisuseIsListed() {
     #expect(
       Set(Self.misuses.map(\.name)) == [
-        "modify-reads-itself", "backlog-limit-zero", "buffering-limit-negative",
+        "modify-reads-itself", "modify-cycle-across-sources", "backlog-limit-zero", "buffering-limit-negative",
         "two-tasks-iterate-one-sequence", "array-index-out-of-range",
       ])
   }
