@@ -115,9 +115,10 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// - Returns: What `body` returns.
   /// - Important: `body` must not read, write, observe or modify this property: that
   ///   would deadlock, so it stops the program with a message instead. Using another
-  ///   source from `body` while another thread does the opposite would deadlock too; that
-  ///   also stops the program with a message naming both. Cancelling a subscription (or dropping the last handle of an owner-less one)
-  ///   inside `body` waits for its running handler while the lock is held.
+  ///   source from `body` while another thread does the opposite would deadlock too;
+  ///   that also stops the program with a message naming both. Cancelling a
+  ///   subscription (or dropping the last handle of an owner-less one) inside `body`
+  ///   waits for its running handler while the lock is held.
   @inlinable @discardableResult
   public func modify<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
