@@ -117,10 +117,12 @@ public actor ActorProperty<Value: Sendable> {
 
   /// The current value, then every new value, with the given buffering.
   ///
+  /// - Parameter bufferingPolicy: As for ``PropertyProtocol/values(bufferingPolicy:)``:
+  ///   a limit of 0 gives the value current when the consumer next asks.
   /// - Returns: A single-pass sequence whose first element is the value current during
   ///   this call, followed by every later write the policy keeps.
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
-    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
+    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy.forValues)
     buffer.push(value)
     sweepIfGrown()
     valueSinks.append(ActorSink(stream: buffer))

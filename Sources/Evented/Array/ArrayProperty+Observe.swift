@@ -263,11 +263,12 @@ extension ArrayProperty {
   /// The current array, then the array after every commit, with the given buffering.
   ///
   /// - Parameter bufferingPolicy: What to keep while the consumer is busy;
-  ///   `.unbounded` delivers the array of every commit.
+  ///   `.unbounded` delivers the array of every commit; a limit of 0 gives the array
+  ///   current when the consumer next asks, so the sequence ends on ``value``.
   /// - Returns: A single-pass sequence that subscribed during this call, together with
   ///   reading the current array, so no later commit is missed.
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<[Element]> {
-    let buffer = AsyncBuffer<[Element]>(policy: bufferingPolicy)
+    let buffer = AsyncBuffer<[Element]>(policy: bufferingPolicy.forValues)
     let link = SourceLink(buffer)
     let entry = OwnedEntry<AnyObject, ArrayChangeset<Element>>(owner: buffer, target: nil) { owner, changeset in
       withExtendedLifetime(link) { _ = unsafeDowncast(owner, to: AsyncBuffer<[Element]>.self).push(changeset.array) }

@@ -22,3 +22,17 @@ public enum BufferingPolicy: Sendable, Hashable {
   /// `.bufferingNewest(1)` always ends on the latest element.
   case bufferingNewest(Int)
 }
+
+extension BufferingPolicy {
+  /// The policy of a property's `values`: a limit of 0, for either policy, keeps no
+  /// backlog but still the value current when the consumer next asks, as
+  /// `.bufferingNewest(1)` does, so that the sequence ends on the property's value. (An
+  /// `AsyncStream` with a limit of 0 drops every element that arrives while nobody
+  /// waits, which for a property would leave the consumer on a stale value.)
+  var forValues: BufferingPolicy {
+    switch self {
+    case .bufferingNewest(0), .bufferingOldest(0): .bufferingNewest(1)
+    default: self
+    }
+  }
+}

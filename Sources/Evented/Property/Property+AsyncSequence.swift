@@ -96,11 +96,14 @@ extension PropertyProtocol {
   /// The current value, then every new value, with the given buffering.
   ///
   /// - Parameter bufferingPolicy: What to keep while the consumer is busy;
-  ///   `.unbounded` delivers every committed value.
+  ///   `.unbounded` delivers every committed value. A limit of 0 keeps no backlog: the
+  ///   consumer gets the value current when it next asks, if it changed, as with
+  ///   `.bufferingNewest(1)`, so the sequence still ends on ``value``. A negative limit
+  ///   stops the program with a message.
   /// - Returns: A single-pass sequence that subscribed during this call, together with
   ///   reading the current value, so no later write is missed.
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
-    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy)
+    let buffer = AsyncBuffer<Value>(policy: bufferingPolicy.forValues)
     let link = SourceLink(buffer)
     let anchor = anchor
     let entry = OwnedEntry<AnyObject, Update<Value>>(owner: buffer, target: nil) { owner, update in
