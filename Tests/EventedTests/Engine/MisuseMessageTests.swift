@@ -43,6 +43,11 @@ private func runCapturingStandardError(_ executable: URL, _ arguments: [String])
   let process = Process()
   process.executableURL = executable
   process.arguments = arguments
+  // The message is printed before the runtime's crash backtrace; the backtracer can
+  // deadlock against Thread Sanitizer's fork handling in a multithreaded crash.
+  var environment = ProcessInfo.processInfo.environment
+  environment["SWIFT_BACKTRACE"] = "enable=no"
+  process.environment = environment
   let output = Pipe()
   let error = Pipe()
   process.standardOutput = output
