@@ -48,6 +48,22 @@ let misuses: [Misuse] = [
       }
     }
   },
+  Misuse(name: "cancel-inside-modify-while-handler-waits", expected: "waiting for the handler would deadlock") {
+    // Inside `modify`, cancel a subscription whose handler runs on another thread and
+    // is reading the same property.
+    let property = Property(0)
+    let source = EventSource<Int>()
+    let handlerRuns = DispatchSemaphore(value: 0)
+    let subscription = source.observe { _ in
+      handlerRuns.signal()
+      _ = property.value
+    }
+    property.modify { _ in
+      DispatchQueue.global().async { source.send(1) }
+      handlerRuns.wait()
+      subscription.cancel()
+    }
+  },
   Misuse(name: "backlog-limit-zero", expected: "a backlog limit must be at least 1 (got 0)") {
     _ = EventSource<Int>(backlogLimit: 0)
   },

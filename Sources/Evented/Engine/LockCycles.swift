@@ -7,18 +7,40 @@
 // a lock the thread holds itself, the wait would never end, and the thread stops with
 // a message naming both sources instead of hanging.
 //
-// No false alarm: only threads parked (or about to park) for a lock are registered, and
-// a registered thread cannot release what it holds until it gets the lock it waits
-// for; the chain is read under `mutex`, and the last thread to join a cycle finds it.
+// A thread that waits in `WaitRoom` for a handler running on another thread (a cancel,
+// or the drop of a subscription's last handle) registers too: if that handler waits
+// for a lock the cancelling thread holds (a cancel inside `modify`), neither would end.
+//
+// No false alarm: only threads parked (or about to park) for a lock, or waiting for a
+// handler that still runs, are registered; such a thread cannot release what it holds
+// until its wait ends; a handler edge counts only while the handler still runs on that
+// thread; the chain is read under `mutex`, and the last thread to join a cycle finds it.
 
 /// The locks threads are parked for, for finding a cycle of waits before it hangs.
 final class LockCycles: @unchecked Sendable {
   // @unchecked Sendable: `mutex` guards `waits`.
   static let shared = LockCycles()
 
+  /// What a registered thread waits for.
+  private enum Wait {
+    /// A lock, and what it guards.
+    case lock(UnsafePointer<LockCell>, guarding: String)
+    /// The return of a handler running on `runner`. The waiting thread holds `core`,
+    /// so removing the edge never releases it.
+    case handler(SubscriptionCore, runner: UInt)
+
+    /// The thread that must move for this wait to end, or 0 if none.
+    var holder: UInt {
+      switch self {
+      case .lock(let cell, _): cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
+      case .handler(let core, let runner): core.runner == runner ? runner : 0
+      }
+    }
+  }
+
   private let mutex = RawMutex()
-  /// For each thread parked for a lock: the lock, and what it guards.
-  private var waits: [UInt: (cell: UnsafePointer<LockCell>, guarding: String)] = [:]
+  /// For each registered thread, what it waits for.
+  private var waits: [UInt: Wait] = [:]
 
   private init() {}
 
@@ -28,17 +50,48 @@ final class LockCycles: @unchecked Sendable {
   /// - Precondition: Called by the thread `me`, which must call ``stopWaiting(_:)``
   ///   before it returns from locking.
   func startWaiting(_ me: UInt, for cell: UnsafePointer<LockCell>, guarding: String) {
-    let held: String? = mutex.withLock {
-      waits[me] = (cell, guarding)
-      var holder = cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
+    startWaiting(me, .lock(cell, guarding: guarding))
+  }
+
+  /// Registers that `me` waits for the handler of `core` running on `runner` to return;
+  /// stops with a message if that closes a cycle of waits.
+  ///
+  /// - Precondition: Called by the thread `me`, which holds `core` and must call
+  ///   ``stopWaiting(_:)`` once its wait ends.
+  func startWaiting(_ me: UInt, forHandlerOf core: SubscriptionCore, runningOn runner: UInt) {
+    startWaiting(me, .handler(core, runner: runner))
+  }
+
+  private func startWaiting(_ me: UInt, _ wait: Wait) {
+    let cycle: [Wait]? = mutex.withLock {
+      waits[me] = wait
+      var path = [wait]
+      var holder = wait.holder
       for _ in 0..<waits.count {
         guard holder != 0, let edge = waits[holder] else { return nil }
-        holder = edge.cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
-        if holder == me { return edge.guarding }
+        path.append(edge)
+        holder = edge.holder
+        if holder == me { return path }
       }
       return nil
     }
-    if let held { lockCycle(holding: held, waitingFor: guarding) }
+    guard let cycle else { return }
+    var locks: [String] = []
+    var waitsForAHandler = false
+    for step in cycle {
+      switch step {
+      case .lock(_, let guarding): locks.append(guarding)
+      case .handler: waitsForAHandler = true
+      }
+    }
+    // Handlers waiting for each other's cancels, with no lock in between, are
+    // `WaitRoom`'s to resolve (it returns without waiting).
+    if locks.isEmpty { return }
+    if waitsForAHandler {
+      handlerCycle(locks: locks)
+    } else {
+      lockCycle(holding: locks.last ?? "a source", waitingFor: locks.first ?? "a source")
+    }
   }
 
   /// Unregisters the wait of `me`.
@@ -61,6 +114,19 @@ extension HubState: LockGuardedState {
   static var lockDescription: String {
     Stored.self == Void.self ? "an event source of \(Message.self)" : "a property of \(Stored.self)"
   }
+}
+
+@inline(never)
+func handlerCycle(locks: [String]) -> Never {
+  let held = locks.isEmpty ? "a source" : locks.joined(separator: " and ")
+  fatalError(
+    """
+    Evented: a subscription was cancelled (or its last handle dropped) inside a locked \
+    section, and its handler, running on another thread, waits for the lock of \(held) \
+    that this section holds: waiting for the handler would deadlock. A property's \
+    `modify` closure and the `==` used to skip duplicates run under the property's lock: \
+    cancel subscriptions after `modify` returns.
+    """)
 }
 
 @inline(never)

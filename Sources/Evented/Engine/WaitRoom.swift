@@ -28,6 +28,10 @@ final class WaitRoom: @unchecked Sendable {
   @discardableResult
   func wait(for core: SubscriptionCore, runningOn runner: UInt) -> Bool {
     let me = currentThreadID()
+    // A handler that waits for a lock this thread holds would never return: stop with a
+    // message instead (see LockCycles).
+    LockCycles.shared.startWaiting(me, forHandlerOf: core, runningOn: runner)
+    defer { LockCycles.shared.stopWaiting(me) }
     return lock.withLock {
       // The handler may have returned already; then there is nothing to wait for.
       guard core.runner == runner else { return true }

@@ -118,7 +118,8 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   source from `body` while another thread does the opposite would deadlock too;
   ///   that also stops the program with a message naming both. Cancelling a
   ///   subscription (or dropping the last handle of an owner-less one) inside `body`
-  ///   waits for its running handler while the lock is held.
+  ///   waits for its running handler while the lock is held; if that handler waits
+  ///   for this property, the program stops with a message instead of hanging.
   @inlinable @discardableResult
   public func modify<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result

@@ -21,7 +21,8 @@ import Testing
   @Test func everyMisuseIsListed() {
     #expect(
       Set(Self.misuses.map(\.name)) == [
-        "modify-reads-itself", "modify-cycle-across-sources", "backlog-limit-zero", "buffering-limit-negative",
+        "modify-reads-itself", "modify-cycle-across-sources", "cancel-inside-modify-while-handler-waits",
+        "backlog-limit-zero", "buffering-limit-negative",
         "two-tasks-iterate-one-sequence", "array-index-out-of-range",
       ])
   }
