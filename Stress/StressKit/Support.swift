@@ -264,3 +264,20 @@ func writeAll(_ descriptor: Int32, _ text: String) {
     }
   }
 }
+
+/// The process's resident memory in bytes, from `/proc/self/statm`; 0 where there is none.
+func residentBytes() -> Int {
+  #if os(Linux)
+    let file = open("/proc/self/statm", O_RDONLY)
+    guard file >= 0 else { return 0 }
+    defer { close(file) }
+    var buffer = [UInt8](repeating: 0, count: 128)
+    let count = buffer.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+    guard count > 0 else { return 0 }
+    let fields = buffer[..<count].split(separator: UInt8(ascii: " "))
+    guard fields.count > 1, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+  #else
+    return 0
+  #endif
+}

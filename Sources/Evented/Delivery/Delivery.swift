@@ -21,6 +21,10 @@ import Dispatch
 ///   invocation at a time, even if `q` is concurrent.
 /// - **Reentrancy:** Delivery never nests: an event sent from inside a handler is
 ///   delivered after the current delivery pass.
+/// - **Overload:** A `.queue` or `.main` subscription holds at most its source's
+///   backlog limit of submitted messages; at the limit a sender that may wait waits
+///   (never from a handler, and never for the queue it runs on). See Guarantees.md,
+///   "Overload".
 /// - **Lifetime:** A queue given to `.queue(_:)` is retained until the subscription
 ///   ends.
 public struct Delivery: Sendable {
@@ -50,27 +54,4 @@ public struct Delivery: Sendable {
 public struct MainActorDelivery: Sendable {
   /// The main queue; the handler is isolated to the main actor.
   public static let main = MainActorDelivery()
-}
-
-/// Where one subscription's handler is submitted when it does not run inline.
-@usableFromInline
-struct DeliveryTarget: Sendable {
-  @usableFromInline let queue: DispatchQueue
-
-  /// A serial target for `delivery`, or nil to run inline.
-  @inlinable init?(_ delivery: Delivery) {
-    guard let base = delivery.queue else { return nil }
-    self.init(base: base)
-  }
-
-  /// A serial queue that targets `base` (the main queue itself for the main queue).
-  @usableFromInline init(base: DispatchQueue) {
-    queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
-  }
-
-  static let main: DeliveryTarget = DeliveryTarget(Delivery.queue(.main))!
-
-  @inlinable func submit(_ work: @escaping @Sendable () -> Void) {
-    queue.async(execute: work)
-  }
 }

@@ -46,22 +46,31 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   // MARK: Locking
 
-  /// Locks for a commit; first waits, if the backlog is full and this thread may wait,
-  /// until there is room.
+  /// Locks for a commit; first waits, if the backlog or a queue subscription is full
+  /// and this thread may wait, until there is room.
   @inlinable @inline(__always)
   func lockForCommit() -> Token {
     let token = storage.lock()
-    if token.state.pointee.mayHaveToWait() { waitForRoom(token) }
+    if token.state.pointee.mayHaveToWait() { return waitForRoom(token) }
     return token
   }
 
-  /// Waits, in arrival order, until the backlog has room, unless this thread is
-  /// delivering for a source or running a handler.
-  @usableFromInline func waitForRoom(_ token: borrowing Token) {
-    guard !DeliveringThread.isDelivering else { return }
+  /// Waits, unless this thread is delivering for a source or running a handler: first,
+  /// without the lock, until no queue subscription it may wait for is full; then, in
+  /// arrival order, until the backlog has room.
+  @usableFromInline func waitForRoom(_ token: consuming Token) -> Token {
+    guard !DeliveringThread.isDelivering else { return token }
+    if let pressure = token.state.pointee.core.unsafelyUnwrapped.pointee.pressure, pressure.isFull {
+      // A queue's handler may need this lock to return (to read the value), so the wait
+      // for the queue is made without it.
+      token.unlock()
+      pressure.waitForRoom()
+      token = storage.lock()
+    }
     let (room, ticket) = token.state.pointee.queue.enterRoom()
     while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
     if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
+    return token
   }
 
   // MARK: The path of a message

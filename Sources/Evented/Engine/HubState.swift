@@ -53,7 +53,7 @@ struct HubState<Message: Sendable, Stored> {
   /// Whether a committing thread that may wait must check for room first.
   @inlinable mutating func mayHaveToWait() -> Bool {
     guard let core else { return false }
-    return core.pointee.queue.mayHaveToWait
+    return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
   }
 
   /// The recipients of a commit now: every current subscription; nil if there is none.
@@ -66,7 +66,9 @@ struct HubState<Message: Sendable, Stored> {
   @inlinable mutating func subscribe(
     _ entry: Entry<Message>, into garbage: inout Garbage<Message>, keepingDeadOwners: Bool
   ) {
-    existingCore().pointee.subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
+    let core = existingCore()
+    if let target = entry.target { core.pointee.attach(target) }
+    core.pointee.subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
   }
 
   /// The next queued delivery; nil after stopping or handing the role over.
@@ -94,6 +96,8 @@ struct HubState<Message: Sendable, Stored> {
 struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var subscribers = SubscriberList<Message>()
   @usableFromInline var queue: DeliveryQueue<Message>
+  /// The queue subscriptions that are full (QueueDelivery.swift); made by the first one.
+  @usableFromInline var pressure: QueuePressure?
 
   /// Allocates a core; `free` it with its source.
   @usableFromInline static func make(backlogLimit: Int) -> UnsafeMutablePointer<HubCore> {
@@ -104,5 +108,12 @@ struct HubCore<Message: Sendable>: ~Copyable {
 
   @usableFromInline init(queue: consuming DeliveryQueue<Message>) {
     self.queue = queue
+  }
+
+  /// Gives a new queue subscription's target the source's pressure.
+  @usableFromInline mutating func attach(_ target: DeliveryTarget) {
+    let pressure = self.pressure ?? QueuePressure(limit: queue.backlogLimit)
+    self.pressure = pressure
+    _ = target.pressure.storeIfNil(pressure)
   }
 }

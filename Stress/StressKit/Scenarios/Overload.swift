@@ -1,5 +1,5 @@
 // Scenario "overload": every thread writes a property as fast as it can while two
-// synchronous handlers are slow, subscribers keep arriving, and one thread, the stopper,
+// synchronous handlers and one handler on a dispatch queue are slow, subscribers keep arriving, and one thread, the stopper,
 // must get its event through to make the writers pause.
 //
 // The counter property is changed only by `modify`, which stamps each value with the
@@ -10,14 +10,18 @@
 // Invariants:
 // - each slow subscription sees the commits consecutively (order) and, when writers
 //   stop, ends on `value` (convergence);
-// - the backlog a handler sees never exceeds the limit plus one commit per thread
-//   (threads that may wait never queue beyond the limit);
+// - the backlog a synchronous handler sees never exceeds the limit plus one commit per
+//   thread (threads that may wait never queue beyond the limit); the queue handler's
+//   adds at most the limit in its queue; and the process's memory stays within a few
+//   megabytes of where it started;
 // - no single `modify`, `observe` or stopper `send` takes longer than a bound far above
 //   the limit times the handlers' cost;
 // - a handler never runs nested in itself or concurrently with itself.
 //
-// The report adds the peak backlog and the longest calls to the violations count.
+// The report adds the peak backlogs, the memory growth and the longest calls to the
+// violations count.
 
+import Dispatch
 import Evented
 import Synchronization
 
@@ -27,6 +31,10 @@ let overloadLimit = 64
 /// Calls taking longer than this are violations: at 20 µs per slow handler the limit
 /// costs about 3 ms, so this leaves room for a loaded machine and Thread Sanitizer.
 let overloadLongestCall: UInt64 = 2_000_000_000
+
+/// Memory growth above this is a violation: the bounded backlogs hold a few hundred
+/// small messages, so anything near this means a queue grows without bound.
+let overloadMemoryGrowth = 256 << 20
 
 /// The peak and longest figures, printed after the scenario's line.
 let overloadFigures = Guarded<String>("")
@@ -64,6 +72,15 @@ let overload = Scenario(
     }
     watchers.append(watcher)
   }
+  let queueWatcher = TickWatcher(run: run, label: "slow queue observer", floor: 0)
+  let peakQueueBacklog = Atomic<Int>(0)
+  counter.observe(with: anchor, on: .queue(DispatchQueue(label: "overload"))) { _, tick in
+    peakQueueBacklog.max(committed.load(ordering: .acquiring) - tick.commit, ordering: .relaxed)
+    queueWatcher.see(tick.commit)
+    spin(microseconds: 50)
+  }
+  let startMemory = residentBytes()
+  let peakMemory = Atomic<Int>(startMemory)
   let stopSeen = Atomic<Int>(0)
   stop.observe(with: anchor) { _, round in stopSeen.store(round, ordering: .releasing) }
 
@@ -78,6 +95,7 @@ let overload = Scenario(
         let start = now()
         stop.send(round)
         longestStop.max(now() - start, ordering: .relaxed)
+        peakMemory.max(residentBytes(), ordering: .relaxed)
         continue
       }
       if stopSeen.load(ordering: .acquiring) > round, worker.thread.random.chance(5) {
@@ -106,12 +124,24 @@ let overload = Scenario(
   }
 
   let value = counter.value.commit
-  for watcher in watchers where watcher.last.load(ordering: .acquiring) != value {
+  // The queue observer may still have up to the limit to run.
+  _ = run.eventually { queueWatcher.last.load(ordering: .acquiring) == value }
+  for watcher in watchers + [queueWatcher] where watcher.last.load(ordering: .acquiring) != value {
     run.violation("\(watcher.label) last saw \(watcher.last.load(ordering: .acquiring)), but the value is \(value)")
   }
   let peak = peakBacklog.load(ordering: .relaxed)
   if peak > overloadLimit + run.threads {
     run.violation("a handler saw \(peak) commits waiting, above the limit of \(overloadLimit)")
+  }
+  let peakQueue = peakQueueBacklog.load(ordering: .relaxed)
+  // Up to the limit in the queue, and up to the limit in the source's backlog behind
+  // the slow synchronous handlers, waiting to enter it.
+  if peakQueue > 2 * overloadLimit + run.threads {
+    run.violation("the queue handler saw \(peakQueue) commits waiting, above twice the limit of \(overloadLimit)")
+  }
+  let growth = max(0, peakMemory.load(ordering: .relaxed) - startMemory)
+  if growth > overloadMemoryGrowth {
+    run.violation("memory grew by \(growth >> 20) MB under overload")
   }
   let longest = [
     ("modify", longestModify.load(ordering: .relaxed)), ("observe", longestObserve.load(ordering: .relaxed)),
@@ -122,7 +152,8 @@ let overload = Scenario(
   }
   overloadFigures.withLock {
     $0 =
-      "peak backlog \(peak) (limit \(overloadLimit)), longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
+      "peak backlog \(peak), on a queue \(peakQueue) (limit \(overloadLimit)), memory +\(growth >> 20) MB, "
+      + "longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
       + "observe \(longestObserve.load(ordering: .relaxed) / 1_000) µs, "
       + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs, \(value) commits"
   }

@@ -1,0 +1,127 @@
+// The overload bound for `.queue` and `.main` delivery: a subscription that runs its
+// handler on a dispatch queue holds at most its source's backlog limit of submitted
+// messages that have not run yet, and a thread that may wait waits, before committing,
+// while one of its source's queue subscriptions is at that limit.
+//
+// Each such subscription has a `DeliveryTarget`: its serial queue and the count of
+// submissions that have not finished. The source keeps one `QueuePressure`, the set
+// of its targets that are full. A target becomes full when its count reaches the limit
+// and stops being full when it is down to half the limit, so that waiters do not wake
+// for every handler call. Both crossings re-evaluate the target under the pressure's
+// mutex from the count as it is then; every crossing re-evaluates, so the last one
+// always leaves the set right.
+//
+// Who waits: a thread that may wait for room (not delivering, not in a handler), and
+// only for targets whose queue is not the one it runs on: a block running on `q` (or
+// on a queue that targets `q`), or the main thread for `.main`, never waits for `q`'s
+// subscriptions, which could not run before it returns. Queues are recognized by a
+// dispatch-specific key set on each queue handlers are submitted to.
+
+import Dispatch
+import Synchronization
+
+/// Where one subscription's handler is submitted, and how many of its submissions have
+/// not finished.
+@usableFromInline
+final class DeliveryTarget: Sendable {
+  /// The subscription's serial queue.
+  @usableFromInline let queue: DispatchQueue
+  /// Identifies the queue given to `.queue(_:)` (see ``QueuePressure/currentQueue``).
+  let base: UInt
+  /// Submissions not finished yet.
+  @usableFromInline let pending = Atomic<Int>(0)
+  /// The pressure of the source, attached when the subscription is added.
+  @usableFromInline let pressure = AtomicLazyReference<QueuePressure>()
+
+  /// A serial target for `delivery`, or nil to run inline.
+  @inlinable convenience init?(_ delivery: Delivery) {
+    guard let base = delivery.queue else { return nil }
+    self.init(base: base)
+  }
+
+  /// A serial queue that targets `base` (the main queue itself for the main queue).
+  @usableFromInline init(base: DispatchQueue) {
+    queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
+    self.base = QueuePressure.mark(base)
+  }
+
+  /// A target on the main queue, for one subscription.
+  @usableFromInline static var main: DeliveryTarget { DeliveryTarget(base: .main) }
+
+  /// Submits `work`, counting it until it returns.
+  @inlinable func submit(_ work: @escaping @Sendable () -> Void) {
+    let count = pending.wrappingAdd(1, ordering: .relaxed).newValue
+    if let pressure = pressure.load(), count == pressure.limit { pressure.reevaluate(self) }
+    queue.async {
+      work()
+      self.finished()
+    }
+  }
+
+  @usableFromInline func finished() {
+    let count = pending.wrappingSubtract(1, ordering: .relaxed).newValue
+    if let pressure = pressure.load(), count == pressure.limit / 2 { pressure.reevaluate(self) }
+  }
+}
+
+/// The queue subscriptions of one source that are at the backlog limit, and the threads
+/// waiting for them.
+@usableFromInline
+final class QueuePressure: @unchecked Sendable {
+  // @unchecked Sendable: `mutex` guards `full` and the wait; `fullCount` mirrors
+  // `full.count` for the check made under the source's lock.
+  /// The source's backlog limit.
+  @usableFromInline let limit: Int
+  @usableFromInline let fullCount = Atomic<Int>(0)
+  private let mutex = RawMutex()
+  /// The full targets and the queue each one runs on.
+  private var full: [(target: ObjectIdentifier, base: UInt)] = []
+
+  init(limit: Int) {
+    self.limit = limit
+  }
+
+  /// Whether some queue subscription of the source is full.
+  @inlinable var isFull: Bool { fullCount.load(ordering: .relaxed) > 0 }
+
+  /// Records whether `target` is full, from its count now.
+  @usableFromInline func reevaluate(_ target: DeliveryTarget) {
+    let id = ObjectIdentifier(target)
+    mutex.withLock {
+      let count = target.pending.load(ordering: .relaxed)
+      let index = full.firstIndex { $0.target == id }
+      if index == nil, count >= limit {
+        full.append((id, target.base))
+        fullCount.store(full.count, ordering: .relaxed)
+      } else if let index, count <= limit / 2 {
+        full.remove(at: index)
+        fullCount.store(full.count, ordering: .relaxed)
+        mutex.broadcast()
+      }
+    }
+  }
+
+  /// Waits until no full target is one this thread may wait for.
+  func waitForRoom() {
+    let current = Self.currentQueue
+    mutex.withLock {
+      while full.contains(where: { $0.base != current }) { mutex.wait() }
+    }
+  }
+
+  // MARK: Recognizing queues
+
+  private static let key = DispatchSpecificKey<UInt>()
+
+  /// Marks `queue` so that blocks running on it, or on queues that target it, are
+  /// recognized; returns its mark.
+  static func mark(_ queue: DispatchQueue) -> UInt {
+    let mark = UInt(bitPattern: ObjectIdentifier(queue))
+    if queue.getSpecific(key: key) != mark { queue.setSpecific(key: key, value: mark) }
+    return mark
+  }
+
+  /// The mark of the nearest marked queue the calling thread runs a block on (the main
+  /// thread counts as running on the main queue); 0 if none.
+  static var currentQueue: UInt { DispatchQueue.getSpecific(key: key) ?? 0 }
+}
