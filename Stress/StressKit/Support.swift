@@ -281,3 +281,9 @@ func residentBytes() -> Int {
     return 0
   #endif
 }
+
+/// Runs for about `microseconds`, like a handler with real work to do.
+func spin(microseconds: UInt64) {
+  let end = now() + microseconds * 1_000
+  while now() < end {}
+}

@@ -7,7 +7,7 @@ extension ArrayProperty {
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
   public var observerCount: Int {
-    max(0, hub.liveCount - (hasIdleView ? 1 : 0))
+    hub.liveCount
   }
 
   /// Ends every subscription of this array, including those to ``readOnly``.

@@ -36,40 +36,17 @@ extension ArrayProperty {
     return ReadOnlyProperty(derived: view.storeIfNil(makeViewNode()))
   }
 
-  /// Whether ``readOnly`` has made its node, which follows this array with one
-  /// subscription, and nobody observes it.
-  var hasIdleView: Bool {
-    guard let node = view.load() else { return false }
-    return node.hub.liveCount == 0
-  }
-
-  /// Ends the subscriptions to ``readOnly``, and follows this array again with a new
-  /// subscription: for ``removeAllObservers()``, which ended the old one.
+  /// Ends the subscriptions to ``readOnly``; its next observer makes it follow this
+  /// array again: for ``removeAllObservers()``, which ended its subscription.
   func restartView() {
     guard let node = view.load() else { return }
     node.hub.removeAll()
-    follow(with: node)
+    node.unlink()
   }
 
   /// A node that follows this array.
   private func makeViewNode() -> DerivedProperty<[Element]> {
     let hub = hub
-    let node = DerivedProperty(initial: hub.read { copy $0 }, isDuplicate: nil) { hub.read { copy $0 } }
-    follow(with: node)
-    return node
-  }
-
-  /// Subscribes `node` to this array, starting with the current array, in place of its
-  /// earlier subscription.
-  private func follow(with node: DerivedProperty<[Element]>) {
-    let entry = OwnedEntry<AnyObject, ArrayChangeset<Element>>(owner: node, target: nil) { owner, changeset in
-      unsafeDowncast(owner, to: DerivedProperty<[Element]>.self).publish(changeset.array)
-    }
-    let earlier = node.links.withLock { links in
-      defer { links.sources = [entry] }
-      return links.sources
-    }
-    for core in earlier { core.endSwept() }
-    hub.subscribe(entry, replay: Self.replay)
+    return DerivedProperty(roots: [HubRoot(hub, committedValue: { $0.array })], isDuplicate: nil) { $0.read(hub) }
   }
 }

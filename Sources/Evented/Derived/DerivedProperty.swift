@@ -1,26 +1,35 @@
-// The node behind a derived property (`map`, `combineLatest`, `flatMapLatest`).
+// The node behind a derived property.
 //
 // A node has a hub of its own, exactly like a `Property`'s: its stored value is the
-// derived value as of the updates delivered to the node so far, and its observers
-// subscribe to it with the usual replay. The node subscribes to each source with an
-// ordinary synchronous subscription whose owner is the node (held weakly, so a source
-// never keeps a node alive) and, for each update a source delivers, computes the new
-// derived value outside every lock and commits it to its own hub, skipping
-// duplicates as `Property` does. A source delivers to one subscription serially and
-// in commit order, so the node commits in the sources' commit order, and when the
-// writers stop, the last update each source delivered is its `value`: the stored
-// value converges on the value computed from the sources.
+// derived value as last delivered, and its observers subscribe to it with the usual
+// replay. There are two kinds.
 //
-// Reading `value` does not use the stored value: it recomputes from the sources'
-// latest committed values, so a thread reads its own writes through any chain without
-// waiting for a delivery.
+// A computed node (`map`, `combineLatest`, an array's `readOnly`) knows its roots, the
+// properties and arrays it ultimately reads, each once however many paths lead to it,
+// and how to compute its value from a consistent snapshot of them (Snapshot.swift).
+// It subscribes to each root directly, never to the nodes in between. When a root
+// commits, the node takes a consistent snapshot of all its roots, computes its value
+// from it, and commits it to its own hub only if that state is later than the one it
+// delivered last (by the roots' versions): so an observer sees only states that
+// existed, one commit reaches it at most once whatever the paths (a diamond, a
+// self-combination, a chain), and states only move forward. The last value computed
+// and its versions are kept (the memo): a transform runs once per change of its
+// inputs, and reading an unchanged value costs a version check per root.
+//
+// A following node (`flatMapLatest`) subscribes to its outer source and to its
+// current target, and commits each update it receives; seen from nodes built on it,
+// it is a root of its own (its hub's value and version).
+//
+// Reading `value` never uses a delivery: a computed node reads its roots' latest
+// committed values (or its memo, when they have not moved), so a thread reads its own
+// writes through any chain without waiting.
 //
 // Lifetimes:
 //   observer's subscription --(handler captures the node as anchor)--> node
-//   node --(strong: `compute`, `links`)--> its sources and transforms
-//   source --(weak owner)--> node
+//   node --(strong: `body`, `compute`, `links`)--> its sources and transforms
+//   root --(weak owner)--> node
 // When the last reference and the last subscription go, the node deinitializes and
-// ends its own subscriptions to the sources (their `observerCount` drops back).
+// ends its own subscriptions to its roots (their `observerCount` drops back).
 //
 // `flatMapLatest` adds a switch: `links.inner` is the subscription to the current
 // target, and `generation` numbers the targets. The outer source's handler (serial)
@@ -35,6 +44,10 @@ import Synchronization
 @usableFromInline
 struct LinkState: Sendable {
   @usableFromInline var sources: [SubscriptionCore] = []
+  /// A computed node: whether it follows its roots (while it has observers).
+  @usableFromInline var isLinked = false
+  /// A computed node: observers announced by `willObserve` and not yet subscribed.
+  @usableFromInline var arriving = 0
   /// `flatMapLatest` only: the subscription to the current target.
   @usableFromInline var inner: SubscriptionCore?
   /// `flatMapLatest` only: the current target, kept alive while it is followed.
@@ -49,23 +62,173 @@ struct LinkState: Sendable {
 
 /// The engine of one derived property.
 @usableFromInline
-final class DerivedProperty<Value: Sendable>: Sendable {
-  /// The derived value as of the updates delivered so far, and the observers.
+final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
+  // @unchecked Sendable: `delivered` is guarded by the hub's lock; the memo and the
+  // links by their own locks; everything else is immutable.
+  /// The last computed value and the versions it was computed from, boxed, so that
+  /// replacing it moves a reference (a large value is not copied to the stack).
+  @usableFromInline final class Memo: Sendable {
+    @usableFromInline let versions: Versions
+    @usableFromInline let value: Value
+
+    @usableFromInline init(_ versions: Versions, _ value: Value) {
+      self.versions = versions
+      self.value = value
+    }
+  }
+
+  /// The derived value as last delivered, and the observers.
   @usableFromInline let hub: Hub<Update<Value>, Value>
-  /// Computes the value from the sources' latest committed values; keeps them alive.
-  @usableFromInline let compute: @Sendable () -> Value
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// A computed node's roots, each once; empty for a following node.
+  @usableFromInline let roots: [any Root]
+  /// A computed node's value in a snapshot of its roots; keeps its sources alive.
+  @usableFromInline let body: (@Sendable (Snapshot) -> Value)?
+  /// A following node's value from its sources' latest values; keeps them alive.
+  @usableFromInline let compute: (@Sendable () -> Value)?
+  /// A computed node's last computed value and the versions it was computed from.
+  @usableFromInline let memo = Lock<Memo?>.make(nil)
+  /// The versions of the state last committed to the hub. Guarded by the hub's lock.
+  @usableFromInline @exclusivity(unchecked) var delivered = Versions([])
   /// The node's own subscriptions to its sources.
   @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.
   @usableFromInline let generation = Atomic<UInt>(0)
 
+  /// A computed node: its value is `body` applied to a consistent snapshot of `roots`.
+  @usableFromInline init(
+    roots: [any Root], isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+    body: @escaping @Sendable (Snapshot) -> Value
+  ) {
+    let (initial, snapshot) = Snapshot.consistent { snapshot in
+      _ = snapshot.versions(of: roots)
+      return body(snapshot)
+    }
+    hub = Hub.make(initial)
+    self.isDuplicate = isDuplicate
+    self.roots = roots
+    self.body = body
+    compute = nil
+    delivered = snapshot.versions(of: roots)
+    let box = Memo(delivered, initial)
+    memo.withLock { $0 = box }
+  }
+
+  /// A following node, whose value is committed by its links (see ``follow(_:missing:wrap:)``).
   @usableFromInline init(
     initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value
   ) {
     hub = Hub.make(initial)
     self.isDuplicate = isDuplicate
+    roots = []
+    body = nil
     self.compute = compute
+  }
+
+  /// The roots a node built on this one reads: a computed node's, or this node's hub.
+  @usableFromInline var rootsSeenFromAbove: [any Root] { body == nil ? [HubRoot(property: hub)] : roots }
+
+  /// Subscribes a computed node to each of its roots, in place of any earlier
+  /// subscriptions, then catches up with what was committed meanwhile.
+  @usableFromInline func relink() {
+    // With one root, each commit is computed as it was committed, so that no state is
+    // skipped; with several, from the latest state of all of them.
+    let isSingle = roots.count == 1
+    let cores = roots.map { root in
+      root.notify(self) { node, committed in
+        unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(
+          committed: isSingle || Self.plantedUsesDeliveredValue ? committed : nil)
+      }
+    }
+    let earlier = links.withLock { links in
+      defer {
+        links.sources = cores
+        links.isLinked = true
+      }
+      return links.sources
+    }
+    for core in earlier { core.endSwept() }
+    refresh(force: true)
+  }
+
+  /// Ends a computed node's subscriptions to its roots; its next observer makes new ones.
+  @usableFromInline func unlink() {
+    let cores = links.withLock { links -> [SubscriptionCore] in
+      links.isLinked = false
+      defer { links.sources = [] }
+      return links.sources
+    }
+    for core in cores { core.endSwept() }
+  }
+
+  /// Ends a computed node's subscriptions to its roots if it has no observers and none
+  /// is arriving: nobody needs its updates until the next `willObserve`.
+  ///
+  /// - Returns: Whether the node does not follow its roots now.
+  @usableFromInline func unlinkIfUnobserved() -> Bool {
+    let (cores, unlinked) = links.withLock { links -> ([SubscriptionCore], Bool) in
+      guard links.isLinked else { return ([], true) }
+      guard links.arriving == 0, !hub.hasLiveSubscribers else { return ([], false) }
+      links.isLinked = false
+      defer { links.sources = [] }
+      return (links.sources, true)
+    }
+    for core in cores { core.endSwept() }
+    return unlinked
+  }
+
+  /// The value now: for a computed node, from its memo if no root moved since, else
+  /// from a consistent snapshot; for a following node, from its sources.
+  @inlinable var value: Value {
+    guard body != nil else { return compute.unsafelyUnwrapped() }
+    if let memo = memo.withLock({ $0 }), Versions(roots.map(\.version)) == memo.versions {
+      // Each root still had the memo's version when read, so the memo's state held at
+      // the first of those reads: it is consistent and current.
+      return memo.value
+    }
+    return Snapshot.consistent { evaluate(in: $0) }.0
+  }
+
+  /// A computed node's value in `snapshot`: the memo if its versions are the
+  /// snapshot's, else `body`, remembered for the next read.
+  @inlinable func evaluate(in snapshot: Snapshot) -> Value {
+    guard let body else { return snapshot.read(hub) }
+    let versions = snapshot.versions(of: roots)
+    if let memo = memo.withLock({ $0 }), memo.versions == versions { return memo.value }
+    let box = Memo(versions, body(snapshot))
+    let replaced = memo.withLock { memo -> Memo? in
+      if let current = memo, !versions.isLater(than: current.versions) { return nil }
+      defer { memo = box }
+      return memo
+    }
+    _ = replaced
+    return box.value
+  }
+
+  /// Computes the value from a consistent snapshot of the roots and commits it, if
+  /// that state is later than the one delivered last. Runs in a root's delivery.
+  ///
+  /// - Parameters:
+  ///   - committed: The commit of the only root being delivered, to compute the state
+  ///     it made; nil to compute the latest state.
+  ///   - force: Refresh even without observers (for one that is arriving).
+  @usableFromInline func refresh(committed: Snapshot.Pin? = nil, force: Bool = false) {
+    if !force, !hub.hasLiveSubscribers, unlinkIfUnobserved() { return }
+    let value: Value
+    let snapshot: Snapshot
+    if let committed {
+      // The state the commit made: with one root, consistent by construction.
+      snapshot = Snapshot()
+      snapshot.pins.append(committed)
+      value = evaluate(in: snapshot)
+    } else {
+      (value, snapshot) = Snapshot.consistent { evaluate(in: $0) }
+    }
+    let versions = snapshot.versions(of: roots)
+    let token = hub.lockForCommit()
+    guard versions.isLater(than: delivered) else { return token.unlock() }
+    delivered = versions
+    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
   }
 
   deinit {
@@ -92,22 +255,14 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new)
     }
     links.withLock { $0.sources.append(entry) }
+    source.derived?.willObserve()
     source.hub.subscribe(entry, replay: replayCurrent)
+    source.derived?.didObserve()
   }
 
   /// Commits `value` as the derived value, unless it equals the stored one.
   @inlinable func publish(_ value: Value) {
     publish(value, generation: nil)
-  }
-
-  /// Commits the stored value changed by `change` (one side of a combination), unless
-  /// the result equals the stored one.
-  @inlinable func publish(changing change: (inout Value) -> Void) {
-    let token = hub.lockForCommit()
-    var next = token.state.pointee.stored
-    change(&next)
-    if !hub.change(token, to: next, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-    withExtendedLifetime(next) {}
   }
 
   /// Commits `value` if `generation` still names the current target (or is nil), unless
@@ -156,6 +311,47 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       state.target = target
       state.targetID = id
     }
+    target.derived?.willObserve()
     target.hub.subscribe(entry, replay: replayCurrent)
+    target.derived?.didObserve()
+  }
+}
+
+extension DerivedProperty {
+  @inlinable static var plantedUsesDeliveredValue: Bool {
+    #if FaultInjection
+      Planted.derivedUsesDeliveredValue
+    #else
+      false
+    #endif
+  }
+}
+
+extension DerivedProperty: ObservedNode {
+  @usableFromInline func willObserve() {
+    guard body != nil else { return }
+    let mustLink = links.withLock { links -> Bool in
+      links.arriving += 1
+      // A root that found the node unobserved dropped its subscription (keepsLinks).
+      return !links.isLinked
+    }
+    if mustLink { relink() } else { refresh(force: true) }
+  }
+
+  @usableFromInline func didObserve() {
+    guard body != nil else { return }
+    links.withLock { $0.arriving -= 1 }
+  }
+
+  @usableFromInline func keepsLinks() -> Bool {
+    links.withLock { links in
+      if links.arriving > 0 || hub.hasLiveSubscribers { return true }
+      links.isLinked = false
+      return false
+    }
+  }
+
+  @usableFromInline func sweepObservers() {
+    _ = hub.liveCount
   }
 }

@@ -230,9 +230,8 @@ extension Collection where Element: PropertyProtocol {
   ) -> ReadOnlyProperty<[Element.Value]> {
     let sources = map { $0.readOnly }
     if sources.isEmpty { return ReadOnlyProperty(constant: []) }
-    let node = DerivedProperty(initial: sources.map(\.value), isDuplicate: isDuplicate) { sources.map(\.value) }
-    for (index, source) in sources.enumerated() {
-      node.link(to: source) { node, value in node.publish(changing: { $0[index] = value }) }
+    let node = DerivedProperty(roots: uniqueRoots(sources.map(\.roots)), isDuplicate: isDuplicate) { snapshot in
+      sources.map { $0.evaluate(in: snapshot) }
     }
     return ReadOnlyProperty(derived: node)
   }
@@ -243,8 +242,9 @@ extension PropertyProtocol {
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
-    let node = DerivedProperty(initial: transform(source.value), isDuplicate: isDuplicate) { transform(source.value) }
-    node.link(to: source) { node, value in node.publish(transform(value)) }
+    let node = DerivedProperty(roots: source.roots, isDuplicate: isDuplicate) { snapshot in
+      transform(source.evaluate(in: snapshot))
+    }
     return ReadOnlyProperty(derived: node)
   }
 
@@ -253,11 +253,9 @@ extension PropertyProtocol {
   ) -> ReadOnlyProperty<(Value, Other.Value)> {
     let first = readOnly
     let second = other.readOnly
-    let node = DerivedProperty(initial: (first.value, second.value), isDuplicate: isDuplicate) {
-      (first.value, second.value)
+    let node = DerivedProperty(roots: uniqueRoots([first.roots, second.roots]), isDuplicate: isDuplicate) {
+      snapshot in (first.evaluate(in: snapshot), second.evaluate(in: snapshot))
     }
-    node.link(to: first) { node, value in node.publish(changing: { $0.0 = value }) }
-    node.link(to: second) { node, value in node.publish(changing: { $0.1 = value }) }
     return ReadOnlyProperty(derived: node)
   }
 
@@ -279,4 +277,11 @@ extension PropertyProtocol {
     node.link(to: outer) { node, value in node.follow(select(value), missing: missing, wrap: wrap) }
     return ReadOnlyProperty(derived: node)
   }
+}
+
+/// The roots of several sources, each once, in the order first met.
+@usableFromInline func uniqueRoots(_ lists: [[any Root]]) -> [any Root] {
+  var roots: [any Root] = []
+  for root in lists.joined() where !roots.contains(where: { $0.identity == root.identity }) { roots.append(root) }
+  return roots
 }

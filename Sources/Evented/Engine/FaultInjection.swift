@@ -42,6 +42,10 @@
       /// A source forgets an ended subscription whose handler still runs, so that
       /// `removeAllObservers()` does not wait for it.
       case forgetRunningEndedSubscriptions = 4
+      /// A derived value of several roots computes from the value its notifying root
+      /// delivered, not from the latest committed state of all its roots: it can
+      /// pair a stale value of one root with a newer value of another.
+      case derivedUsesDeliveredValue = 5
     }
 
     /// The bug planted now, if any.
@@ -65,6 +69,9 @@
     @usableFromInline static var cancelDoesNotWait: Bool { FaultInjection.isPlanted(.cancelDoesNotWait) }
     @usableFromInline static var forgetRunningEndedSubscriptions: Bool {
       FaultInjection.isPlanted(.forgetRunningEndedSubscriptions)
+    }
+    @usableFromInline static var derivedUsesDeliveredValue: Bool {
+      FaultInjection.isPlanted(.derivedUsesDeliveredValue)
     }
   }
 #endif

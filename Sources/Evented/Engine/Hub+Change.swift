@@ -21,6 +21,7 @@ extension Hub {
       token.unlock()
       return false
     }
+    token.state.pointee.version &+= 1
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
       let old = Self.replace(&token.state.pointee.stored, with: next)
       token.unlock()

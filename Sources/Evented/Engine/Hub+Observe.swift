@@ -138,7 +138,27 @@ extension Hub {
       }
     }
     let subscription = Subscription(core: entry)
+    let node = anchor as? any ObservedNode
+    node?.willObserve()
     subscribe(entry, replay: replay)
+    node?.didObserve()
     return subscription
   }
+}
+
+/// A derived value that follows its sources only while it has observers.
+@usableFromInline
+protocol ObservedNode: AnyObject, Sendable {
+  /// Called before an observer subscribes: starts following the sources if needed,
+  /// and brings the stored value up to date, so that the replay is current.
+  func willObserve()
+  /// Called once the observer announced by ``willObserve()`` is subscribed.
+  func didObserve()
+  /// Whether the node has observers, or one arriving; if not, it records that its
+  /// subscriptions to its sources are being dropped, so that the next observer makes
+  /// new ones. Takes the node's locks.
+  func keepsLinks() -> Bool
+  /// Removes the node's subscriptions that ended or whose owner died, and releases
+  /// them. Call with no lock held.
+  func sweepObservers()
 }

@@ -210,6 +210,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       throw error
     }
+    if outcome.1 != nil { token.state.pointee.version &+= 1 }
     guard outcome.1 != nil, let recipients = token.state.pointee.recipientsOfCommit() else {
       token.unlock()
       return outcome.0
@@ -230,6 +231,18 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     } else {
       token.unlock()
     }
+    garbage.dispose()
+  }
+
+  /// Adds `entry` and passes `start` the version of the stored value at that instant,
+  /// under the lock, before any delivery can reach `entry`: the first commit `entry`
+  /// receives has the next version.
+  @usableFromInline func subscribe(_ entry: Entry<Message>, startingAt start: (UInt64) -> Void) {
+    var garbage = Garbage<Message>()
+    let token = storage.lock()
+    token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    start(token.state.pointee.version)
+    token.unlock()
     garbage.dispose()
   }
 
@@ -257,6 +270,25 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       core.pointee.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     }
     garbage.dispose()
+  }
+
+  /// Whether the source has a subscription that has not ended and whose owner is
+  /// alive. Releases nothing, so it may be called under another source's lock.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, stopping at the first live one.
+  @usableFromInline var hasLiveSubscribers: Bool {
+    // The owner found alive is returned, so that the reference this takes to it is
+    // dropped after unlocking (it may be the last one by then).
+    let (found, owner) = storage.withLock { state -> (Bool, AnyObject?) in
+      guard let core = state.core else { return (false, nil) }
+      for case let entry? in core.pointee.subscribers.slots where !entry.isEnded {
+        if entry.isOwnedByHandle { return (true, nil) }
+        if let owner = entry.liveOwner { return (true, owner) }
+      }
+      return (false, nil)
+    }
+    _ = owner
+    return found
   }
 
   /// The number of subscriptions whose owner is alive, after sweeping the others out.

@@ -12,6 +12,9 @@
 struct HubState<Message: Sendable, Stored> {
   /// The source's value (`Void` for an event source).
   @usableFromInline var stored: Stored
+  /// The number of changes committed to `stored`: what a derived value compares to
+  /// know whether its inputs moved (Snapshot.swift).
+  @usableFromInline var version: UInt64 = 0
   /// The subscribers and the delivery queue; nil until the first subscribe.
   @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
 

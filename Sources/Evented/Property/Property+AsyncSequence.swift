@@ -109,7 +109,10 @@ extension PropertyProtocol {
     let entry = OwnedEntry<AnyObject, Update<Value>>(owner: buffer, target: nil) { owner, update in
       withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
     }
+    let node = anchor as? any ObservedNode
+    node?.willObserve()
     hub.subscribe(buffer, with: entry, replay: replayCurrent)
+    node?.didObserve()
     return AsyncValues(buffer: buffer)
   }
 }

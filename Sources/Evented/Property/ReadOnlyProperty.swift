@@ -47,7 +47,8 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
 
   /// A property that always has `value`; observing it delivers `value` once.
   public init(constant value: Value) {
-    self.init(hub: Hub.make(value))
+    // A derived value of no roots: values derived from it do not count it as a root.
+    self.init(derived: DerivedProperty(roots: [], isDuplicate: nil) { _ in value })
   }
 
   /// The current value: for a view, the property's latest committed value; for a
@@ -57,8 +58,17 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   /// run on every read, on the reading thread.
   @inlinable
   public var value: Value {
-    if let derived { return derived.compute() }
+    if let derived { return derived.value }
     return hub.read { copy $0 }
+  }
+
+  /// The roots that a value derived from this one reads (Snapshot.swift).
+  @usableFromInline var roots: [any Root] { derived?.rootsSeenFromAbove ?? [HubRoot(property: hub)] }
+
+  /// The value in `snapshot`.
+  @inlinable func evaluate(in snapshot: Snapshot) -> Value {
+    if let derived { return derived.evaluate(in: snapshot) }
+    return snapshot.read(hub)
   }
 
   /// This view itself.

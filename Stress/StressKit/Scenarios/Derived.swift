@@ -4,16 +4,23 @@
 // their own.
 //
 // The counter and the other property change only by `modify` increments, so their
-// commits are consecutive. Invariants:
-// - `counter.map { $0 * 2 }` delivers consecutive even numbers (no gap, no repeat, no
-//   reordering); its Equatable parity never repeats a value;
-// - `counter.combineLatest(other)`: every delivery changes exactly one side, by one
-//   commit (no torn pair, each write delivered once);
+// commits are consecutive. Invariants (glitch freedom first):
+// - `counter.map { $0 * 2 }` delivers consecutive even numbers (one root: every commit,
+//   once, in order); its Equatable parity never repeats a value;
+// - a diamond, `counter.map { $0 * 2 }.combineLatest(counter.map { $0 + 1 })`, only
+//   delivers pairs of one state, `(2n, n + 1)`, each commit once, in order; and
+//   `counter.combineLatest(counter)` only `(n, n)`, consecutively;
+// - `first.combineLatest(second)`, where one thread writes `first = n` and then
+//   `second = n`, only delivers states that existed in that order, `(n, n - 1)` or
+//   `(n, n)`, never `second`'s write with an older `first` (other threads subscribe
+//   to `first` now and then, so that its commits are delivered late, by them);
+// - `counter.combineLatest(other)`: each side only moves forward and consecutive
+//   pairs differ (states may coalesce when threads race, never go back);
 // - `selector.flatMapLatest { targets[$0] }`: the values of each target arrive in its
 //   commit order;
 // - event `map` of a merge: each producer's events arrive in the order it sent them;
 // - always current: after `modify` returns commit c, the writer reads at least c
-//   through `map`, `combineLatest` and `flatMapLatest`;
+//   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -57,18 +64,61 @@ final class FlipWatcher: Watcher, @unchecked Sendable {
   }
 }
 
-/// Checks that each delivery of a pair changes exactly one side by one commit.
+/// Checks a pair of two roots: each side only moves forward, and consecutive pairs
+/// differ (the pair is Equatable, so duplicates are skipped).
 final class PairWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: (Int, Int)?
 
   func see(_ pair: (Int, Int)) {
     enter()
-    if let previous {
-      let steps = (pair.0 - previous.0, pair.1 - previous.1)
-      if !(steps == (1, 0) || steps == (0, 1)) {
-        run.violation("\(label): pair went from \(previous) to \(pair): torn, repeated or reordered")
-      }
+    if let previous, pair.0 < previous.0 || pair.1 < previous.1 || pair == previous {
+      run.violation("\(label): pair went from \(previous) to \(pair): went back or repeated")
+    }
+    previous = pair
+    exit(pair.0 << 32 | pair.1)
+  }
+}
+
+/// Checks the pairs of one root seen through two paths: every pair must be
+/// `state(n)` for some commit n, and the commits consecutive (each once, in order).
+final class StateWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: Int?
+  private let commit: @Sendable ((Int, Int)) -> Int?
+
+  /// - Parameter commit: The commit a pair is the state of; nil if it is none.
+  init(run: ScenarioRun, label: String, commit: @escaping @Sendable ((Int, Int)) -> Int?) {
+    self.commit = commit
+    super.init(run: run, label: label)
+  }
+
+  func see(_ pair: (Int, Int)) {
+    enter()
+    guard let commit = commit(pair) else {
+      run.violation("\(label): delivered \(pair), a state that never existed (a glitch)")
+      return exit(-1)
+    }
+    if let previous, commit != previous + 1 {
+      run.violation("\(label): saw commit \(commit) right after \(previous)")
+    }
+    previous = commit
+    exit(commit)
+  }
+}
+
+/// Checks `first.combineLatest(second)` where one thread writes `first = n`, then
+/// `second = n`: only `(n, n - 1)` and `(n, n)` existed, and states move forward.
+final class ProgramOrderWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: (Int, Int)?
+
+  func see(_ pair: (Int, Int)) {
+    enter()
+    if !(pair.1 <= pair.0 && pair.0 <= pair.1 + 1) {
+      run.violation("\(label): delivered \(pair): the second write with an older first (a glitch)")
+    } else if let previous, pair.0 < previous.0 || pair.1 < previous.1 {
+      run.violation("\(label): went back from \(previous) to \(pair)")
     }
     previous = pair
     exit(pair.0 << 32 | pair.1)
@@ -115,6 +165,11 @@ let derived = Scenario(
   let doubled = counter.map { $0 * 2 }
   let parity = counter.map { $0 % 2 == 0 }
   let pair = counter.combineLatest(other)
+  let diamond = counter.map { $0 * 2 }.combineLatest(counter.map { $0 + 1 })
+  let selfPair = counter.combineLatest(counter)
+  let first = Property(0)
+  let second = Property(0)
+  let ordered = first.combineLatest(second)
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -130,6 +185,16 @@ let derived = Scenario(
     parity.observe(with: anchor, on: delivery) { _, value in flips.see(value) }
     let pairs = PairWatcher(run: run, label: "combineLatest observer \(index)")
     pair.observe(with: anchor, on: delivery) { _, value in pairs.see(value) }
+    let diamonds = StateWatcher(run: run, label: "diamond observer \(index)") { pair in
+      pair.0 == 2 * (pair.1 - 1) ? pair.1 - 1 : nil
+    }
+    diamond.observe(with: anchor, on: delivery) { _, value in diamonds.see(value) }
+    let selves = StateWatcher(run: run, label: "self-combination observer \(index)") { pair in
+      pair.0 == pair.1 ? pair.0 : nil
+    }
+    selfPair.observe(with: anchor, on: delivery) { _, value in selves.see(value) }
+    let orders = ProgramOrderWatcher(run: run, label: "program-order observer \(index)")
+    ordered.observe(with: anchor, on: delivery) { _, value in orders.see(value) }
     let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
     followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
     let sent = PerSourceWatcher(run: run, label: "event observer \(index)", stride: stride, strictly: true)
@@ -138,6 +203,9 @@ let derived = Scenario(
       (steps, onQueue, { doubled.value }),
       (flips, onQueue, { parity.value ? 1 : 0 }),
       (pairs, onQueue, { pair.value.0 << 32 | pair.value.1 }),
+      (diamonds, onQueue, { diamond.value.1 - 1 }),
+      (selves, onQueue, { selfPair.value.0 }),
+      (orders, onQueue, { ordered.value.0 << 32 | ordered.value.1 }),
       (follows, onQueue, { followed.value }),
     ]
   }
@@ -147,7 +215,7 @@ let derived = Scenario(
     if failed && when != "at the end" { return }
     for (watcher, onQueue, current) in watchers {
       let expected = current()
-      // Queue watchers drain a backlog the source does not bound; see Arrays.swift.
+      // Queue watchers may still have up to the backlog limit to run.
       let converged = failed || run.eventually(within: 10) { watcher.last.load(ordering: .acquiring) == expected }
       if !converged || (!onQueue && watcher.last.load(ordering: .acquiring) != expected) {
         failed = true
@@ -160,9 +228,28 @@ let derived = Scenario(
   run.work(workers: run.threads, round: 500_000_000, checkpoint: { converge("at a checkpoint") }) { worker in
     var temporary: [(ReadOnlyProperty<Int>, Subscription?)] = []
     var sent = 0
+    var written = 0
     while worker.proceed() {
       let roll = worker.thread.random.below(100)
-      if roll < 35 {
+      if worker.index == 0 && roll < 30 {
+        // The one writer of `first` and `second`, in program order.
+        written += 1
+        worker.at(.write)
+        first.value = written
+        second.value = written
+        worker.at(.read)
+        let read = ordered.value
+        if read.0 < written || read.1 < written {
+          run.violation("after writing \(written) twice, combineLatest read \(read)")
+        }
+      } else if worker.index != 0 && roll < 6 {
+        // Subscribing replays through `first`'s queue: this thread may then deliver the
+        // writer's commits to `first`, late.
+        worker.at(.subscribe)
+        let late = first.observe { _ in spin(microseconds: 20) }
+        worker.at(.cancel)
+        late.cancel()
+      } else if roll < 35 {
         worker.at(.modify)
         let commit = counter.modify { value -> Int in
           value += 1
@@ -171,6 +258,10 @@ let derived = Scenario(
         worker.at(.read)
         if doubled.value < 2 * commit { run.violation("after modify returned \(commit), map read \(doubled.value)") }
         if pair.value.0 < commit { run.violation("after modify returned \(commit), combineLatest read less") }
+        let state = diamond.value
+        if state.0 != 2 * (state.1 - 1) || state.1 - 1 < commit {
+          run.violation("after modify returned \(commit), the diamond read \(state)")
+        }
       } else if roll < 50 {
         worker.at(.modify)
         other.modify { $0 += 1 }
@@ -214,11 +305,16 @@ let derived = Scenario(
     for (_, subscription) in temporary { subscription?.cancel() }
   }
   converge("at the end")
-  // Permanent links: doubled, parity and pair on the counter; pair on the other; one
-  // target followed; the merge on each producer.
-  let counts = (counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +))
-  if counts != (3, 1, 1) {
-    run.violation("at the end, the sources have \(counts) observers instead of (3, 1, 1): dropped values leaked")
+  // Permanent links: doubled, parity, pair, the diamond and the self-combination on the
+  // counter (each observed derived value follows its roots itself, once); pair on the
+  // other; one target followed; `ordered` on first and second; the merge on each
+  // producer.
+  let counts = (
+    counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +),
+    first.observerCount, second.observerCount
+  )
+  if counts != (5, 1, 1, 1, 1) {
+    run.violation("at the end, the sources have \(counts) observers instead of (5, 1, 1, 1, 1): dropped values leaked")
   }
   for producer in producers where producer.observerCount != 1 {
     run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")

@@ -41,11 +41,6 @@ let overloadFigures = Guarded<String>("")
 
 private final class OverloadAnchor: Sendable {}
 
-private func spin(microseconds: UInt64) {
-  let end = now() + microseconds * 1_000
-  while now() < end {}
-}
-
 let overload = Scenario(
   name: "overload",
   summary: "slow handlers, writers on every thread, arriving subscribers, a stopper; bounded backlog and calls",

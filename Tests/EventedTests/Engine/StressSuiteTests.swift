@@ -31,6 +31,7 @@ import Testing
       ("keepDeadOwners", "owner-churn"),
       ("cancelDoesNotWait", "cancel-race"),
       ("forgetRunningEndedSubscriptions", "cancel-race"),
+      ("derivedUsesDeliveredValue", "derived"),
     ])
     func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
       let executable = try #require(

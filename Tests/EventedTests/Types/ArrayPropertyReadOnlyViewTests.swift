@@ -15,7 +15,7 @@ import Testing
   @Test func readingReadOnlyAgainAddsNoSubscriptionToTheArray() {
     let friends = ArrayProperty(["Ann"])
     for _ in 0..<5 { _ = friends.readOnly }
-    #expect(friends.hub.liveCount == 1)
+    #expect(friends.hub.liveCount == 0, "the view follows the array only while it is observed")
     #expect(friends.observerCount == 0)
   }
 
@@ -60,6 +60,6 @@ import Testing
       })
     #expect(Set(nodes.values).count == 1)
     #expect(nodes.count == 4)
-    #expect(friends.hub.liveCount == 1)
+    #expect(friends.hub.liveCount == 0)
   }
 }

@@ -262,7 +262,10 @@ final class Friend: Sendable {
 
   // MARK: No torn combination
 
-  @Test func noTornCombinationAndASingleWriteIsDeliveredOnce() {
+  @Test func noTornCombinationStatesOnlyMoveForwardUnderRacingWriters() {
+    // Two threads write one side each. Pairs may coalesce when the writers race, but
+    // every pair is made of committed values, each side moves only forward, and the
+    // last pair is the final state.
     let a = Property(Plain(value: 0))
     let b = Property(Plain(value: 0))
     let pair = a.combineLatest(b)
@@ -275,16 +278,27 @@ final class Friend: Sendable {
           if index == 0 { a.value = Plain(value: step) } else { b.value = Plain(value: step) }
         }
       })
-    #expect(seen.wait { $0.count == 1 + 2 * perSide })
+    #expect(seen.wait { $0.last.map { $0 == (perSide, perSide) } ?? false })
     let values = seen.values
-    #expect(values.count == 1 + 2 * perSide, "each write is delivered exactly once")
-    // Each delivery changes exactly one side, by one step: every side's value was
-    // committed, in its own order, and never paired with a value from the future.
+    #expect(values.count <= 1 + 2 * perSide, "each write is delivered at most once")
     for (before, after) in zip(values, values.dropFirst()) {
-      let steps = (after.0 - before.0, after.1 - before.1)
-      #expect(steps == (1, 0) || steps == (0, 1))
+      #expect(after.0 >= before.0 && after.1 >= before.1)
+      #expect(after.0 != before.0 || after.1 != before.1)
     }
-    #expect(values.last! == (perSide, perSide))
+    subscription.cancel()
+  }
+
+  @Test func noTornCombinationSequentialWritesAreEachDeliveredOnce() {
+    // One thread, nobody else delivering: every state is delivered, once.
+    let a = Property(Plain(value: 0))
+    let b = Property(Plain(value: 0))
+    let seen = Recorder<(Int, Int)>()
+    let subscription = a.combineLatest(b).observe { seen.append(($0.0.value, $0.1.value)) }
+    for step in 1...3 {
+      a.value = Plain(value: step)
+      b.value = Plain(value: step)
+    }
+    #expect(seen.values.map { [$0.0, $0.1] } == [[0, 0], [1, 0], [1, 1], [2, 1], [2, 2], [3, 2], [3, 3]])
     subscription.cancel()
   }
 
@@ -436,9 +450,11 @@ final class Friend: Sendable {
       let owner = Owner()
       source.map { [tracked = Tracked(live)] in tracked.id + $0 >= 0 }.observe(with: owner) { _, _ in }
     }
-    #expect(live.value == 100)
-    // Every write leaves each result `true`: nothing is delivered, yet the skipped
-    // updates find the dead observers, and the values are freed.
+    // Each subscribe to the source already frees some of the values whose observers'
+    // owners died (its incremental scan finds them unobserved).
+    #expect(live.value < 100)
+    // Every write leaves each result `true`: nothing is delivered, yet the writes find
+    // the dead observers, and the values are freed.
     for value in 1...100 { source.value = value }
     #expect(live.value == 0)
     #expect(source.observerCount == 0)
@@ -506,7 +522,7 @@ final class Friend: Sendable {
     let counts = Recorder<Int>()
     let s1 = visible.observe { seen.append($0) }
     let s2 = count.observe { counts.append($0) }
-    #expect(friends.observerCount == 1, "one view, shared by both derived values")
+    #expect(friends.observerCount == 2, "each observed derived value follows the array itself, once")
     friends.append("Bob")
     friends.batch { array in
       array.append("Bea")
@@ -525,9 +541,12 @@ final class Friend: Sendable {
     let friends = ArrayProperty([1, 2])
     do {
       let doubled = friends.readOnly.map { $0.map { $0 * 2 } }
+      #expect(friends.observerCount == 0, "unobserved, it follows nothing")
+      let subscription = doubled.observe { _ in }
       friends.append(3)
       #expect(doubled.value == [2, 4, 6])
       #expect(friends.observerCount == 1)
+      withExtendedLifetime(subscription) {}
     }
     #expect(friends.observerCount == 0)
   }

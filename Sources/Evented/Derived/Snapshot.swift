@@ -1,0 +1,209 @@
+// Glitch freedom: a derived value is computed from one consistent state of its roots,
+// the properties and arrays it ultimately reads.
+//
+// Every root's hub counts its committed changes (`HubState.version`). A `Snapshot` pins
+// each root the first time an evaluation reads it: its value and version, read
+// together under the root's lock. Every later read of that root in the same
+// evaluation returns the pinned value, so the two sides of a diamond (`a.map(f)` and
+// `a.map(g)` under one `combineLatest`) see the same `a`. With several roots, the pins
+// are taken one after the other; the snapshot is consistent if no root's version moved
+// by the time the last one was taken (then every pinned value held at that instant),
+// and the evaluation is retried otherwise. One root is consistent by construction.
+//
+// Versions also order states: a root's version only grows, and two consistent states
+// of the same roots are ordered component by component, so a derived value never
+// delivers a state older than one it delivered (DerivedProperty.swift).
+
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A source whose committed value derived values read: a property's hub, an array's, or
+/// the hub of a derived value that follows others (`flatMapLatest`).
+@usableFromInline
+protocol Root: AnyObject, Sendable {
+  /// The source's hub storage: two roots are the same root when this is the same.
+  var identity: ObjectIdentifier { get }
+  /// The version and the value now, read together under the source's lock.
+  func pin() -> (version: UInt64, value: any Sendable)
+  /// The version now.
+  var version: UInt64 { get }
+  /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
+  /// `refresh` receives the committed value and its version.
+  func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+  ) -> SubscriptionCore
+}
+
+/// The root of a hub whose stored value is a property's value or an array.
+@usableFromInline
+final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
+  @usableFromInline let hub: Hub<Message, Stored>
+  /// The value a message commits, boxed (nil for a root that is only read, never
+  /// notified). Boxed by the closure, so that a large value is not copied on the way.
+  @usableFromInline let committedValue: (@Sendable (Message) -> any Sendable)?
+
+  @usableFromInline init(_ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?) {
+    self.hub = hub
+    self.committedValue = committedValue
+  }
+
+  @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
+
+  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
+    hub.storage.withLock { ($0.version, $0.stored) }
+  }
+
+  @usableFromInline var version: UInt64 { hub.storage.withLock { $0.version } }
+
+  @usableFromInline func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+  ) -> SubscriptionCore {
+    guard let committedValue else { fatalError("Evented: a root without a committed value was notified") }
+    // Every commit after the subscription bumps the version by one and reaches this
+    // subscription, in commit order: counting them gives each one's version.
+    let version = Atomic<UInt64>(0)
+    let entry = RootEntry<Message>(node: node) { [self] owner, message in
+      let committed = version.add(1, ordering: .relaxed).newValue
+      refresh(owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message)))
+    }
+    hub.subscribe(entry) { version.store($0, ordering: .relaxed) }
+    return entry
+  }
+}
+
+/// A derived value's subscription to one of its roots. It counts as alive only while
+/// the derived value has observers, so that the root's `observerCount` and sweeps see
+/// through an unobserved derived value (which then subscribes again when observed).
+@usableFromInline
+final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
+
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) weak var node: (any ObservedNode)?
+
+  @usableFromInline init(node: any ObservedNode, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: false, target: nil)
+    self.node = node
+  }
+
+  /// Set once the node was found unobserved: the subscription is over for good.
+  @usableFromInline let isDropped = Atomic<Bool>(false)
+
+  @usableFromInline override var liveOwner: AnyObject? {
+    guard !isDropped.load(ordering: .acquiring), let node else { return nil }
+    guard node.keepsLinks() else {
+      isDropped.store(true, ordering: .releasing)
+      return nil
+    }
+    return node
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
+    if let handler { handler(owner, message) }
+  }
+
+  /// Released when the subscription ends, outside every lock. If it ended because the
+  /// node has no observer left, the node's observers whose owners died are swept out
+  /// now: they hold the node, which would otherwise live until its next delivery.
+  @usableFromInline override func releaseHandler() {
+    handler = nil
+    node?.sweepObservers()
+  }
+}
+
+extension HubRoot where Message == Update<Stored> {
+  /// The root of a property's hub.
+  @usableFromInline convenience init(property hub: Hub<Message, Stored>) {
+    self.init(hub, committedValue: { $0.new })
+  }
+}
+
+/// The versions of a derived value's roots, in the order of its `roots`.
+@usableFromInline
+struct Versions: Sendable, Equatable {
+  @usableFromInline var values: [UInt64]
+
+  @inlinable init(_ values: [UInt64]) {
+    self.values = values
+  }
+
+  /// Whether `self` is a later state than `other`: no root older, and one newer.
+  @inlinable func isLater(than other: Versions) -> Bool {
+    var newer = false
+    for (mine, theirs) in zip(values, other.values) {
+      if mine < theirs { return false }
+      if mine > theirs { newer = true }
+    }
+    return newer
+  }
+}
+
+/// The roots read by one evaluation, each pinned on its first read.
+@usableFromInline
+final class Snapshot {
+  @usableFromInline struct Pin: Sendable {
+    @usableFromInline let root: any Root
+    @usableFromInline let version: UInt64
+    @usableFromInline let value: any Sendable
+
+    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable) {
+      self.root = root
+      self.version = version
+      self.value = value
+    }
+  }
+
+  @usableFromInline var pins: [Pin] = []
+
+  @usableFromInline init() {}
+
+  /// The pinned version and value of `root`, pinning it now if this is its first read.
+  @usableFromInline func pin(_ root: any Root) -> Pin {
+    let identity = root.identity
+    for pin in pins where pin.root.identity == identity { return pin }
+    let (version, value) = root.pin()
+    let pin = Pin(root: root, version: version, value: value)
+    pins.append(pin)
+    return pin
+  }
+
+  /// The pinned value of `hub`'s stored value.
+  @inlinable func read<Message, Value: Sendable>(_ hub: Hub<Message, Value>) -> Value {
+    let identity = ObjectIdentifier(hub.storage)
+    for pin in pins where pin.root.identity == identity { return pin.value as! Value }
+    return pin(HubRoot(hub, committedValue: nil)).value as! Value
+  }
+
+  /// The versions of `roots` in this snapshot, pinning those not read yet.
+  @usableFromInline func versions(of roots: [any Root]) -> Versions {
+    Versions(roots.map { pin($0).version })
+  }
+
+  /// Whether every pinned value held at one instant: no root moved since it was pinned.
+  @usableFromInline var isConsistent: Bool {
+    pins.count <= 1 || pins.allSatisfy { $0.root.version == $0.version }
+  }
+
+  /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
+  /// between two pins.
+  @inlinable static func consistent<Result>(_ evaluate: (Snapshot) -> Result) -> (Result, Snapshot) {
+    var attempts = 0
+    while true {
+      let snapshot = Snapshot()
+      let result = evaluate(snapshot)
+      if snapshot.isConsistent { return (result, snapshot) }
+      attempts += 1
+      if attempts > 16 { sched_yield() }
+    }
+  }
+}

@@ -1,0 +1,153 @@
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import Evented
+
+/// Derived values are state: observers see only states that existed, each commit once.
+@Suite struct GlitchFreeTests {
+  @Test func glitchFreeADiamondDeliversOneConsistentStatePerWrite() {
+    let a = Property(1)
+    let b = a.map { $0 * 10 }
+    let c = a.map { $0 + 1 }
+    let d = b.combineLatest(c)
+    let seen = Recorder<[Int]>()
+    let subscription = d.observe { seen.append([$0.0, $0.1]) }
+    a.value = 2
+    a.value = 3
+    #expect(seen.values == [[10, 2], [20, 3], [30, 4]])
+    subscription.cancel()
+  }
+
+  @Test func glitchFreeASelfCombinationOnlyEverPairsAValueWithItself() {
+    let a = Property(0)
+    let pair = a.combineLatest(a)
+    let torn = Atomic<Int>(0)
+    let last = Atomic<Int>(-1)
+    let subscription = pair.observe { value in
+      if value.0 != value.1 { torn.add(1, ordering: .relaxed) }
+      last.store(value.0, ordering: .releasing)
+    }
+    let tornReads = Atomic<Int>(0)
+    #expect(
+      onThreads(4) { index in
+        for step in 1...500 {
+          if index < 2 {
+            a.modify { $0 += 1 }
+          } else {
+            let read = pair.value
+            if read.0 != read.1 { tornReads.add(1, ordering: .relaxed) }
+            _ = step
+          }
+        }
+      })
+    #expect(torn.load(ordering: .relaxed) == 0, "an observer received (x, y) with x != y")
+    #expect(tornReads.load(ordering: .relaxed) == 0, "value read (x, y) with x != y")
+    #expect(last.load(ordering: .acquiring) == 1_000)
+    #expect(pair.value == (1_000, 1_000))
+    subscription.cancel()
+  }
+
+  @Test func glitchFreeOneThreadsWritesAreSeenInProgramOrderWhileAnotherThreadDelivers() {
+    // Another thread is delivering `a = 100` (held in a slow handler); this thread then
+    // writes `a = 1` and `b = 1`. No observer of the pair may see `b`'s write with an
+    // `a` older than 1.
+    let a = Property(0)
+    let b = Property(0)
+    let inHandler = Gate()
+    let release = Gate()
+    let blocker = a.observeChanges { change in
+      if change.newValue == 100 {
+        inHandler.open()
+        release.wait()
+      }
+    }
+    let seen = Recorder<[Int]>()
+    let subscription = a.combineLatest(b).observe { seen.append([$0.0, $0.1]) }
+    let other = Spawned { a.value = 100 }
+    inHandler.wait()
+    a.value = 1
+    b.value = 1
+    release.open()
+    #expect(other.join())
+    #expect(seen.wait { $0.last == [1, 1] })
+    let existed: Set<[Int]> = [[0, 0], [100, 0], [1, 0], [1, 1]]
+    #expect(seen.values.allSatisfy { existed.contains($0) }, "\(seen.values)")
+    #expect(!seen.values.contains([100, 1]))
+    blocker.cancel()
+    subscription.cancel()
+  }
+
+  @Test func onceperCommitEveryPathFromOneRootDeliversEachWriteOnce() {
+    let a = Property(0)
+    let chain = a.map { $0 + 1 }.map { $0 + 1 }.map { $0 + 1 }
+    let both = chain.combineLatest(a.map { $0 * 2 }).combineLatest(a)
+    let seen = Recorder<Int>()
+    let subscription = both.observe { value in
+      let ((three, double), plain) = value
+      #expect(three == plain + 3 && double == plain * 2)
+      seen.append(plain)
+    }
+    for value in 1...50 { a.value = value }
+    #expect(seen.values == Array(0...50))
+    subscription.cancel()
+  }
+
+  @Test func memoizedATransformRunsOncePerChangeNotPerReadOrObserver() {
+    let a = Property(1)
+    let runs = Atomic<Int>(0)
+    let mapped = a.map { value -> Int in
+      runs.add(1, ordering: .relaxed)
+      return value * 2
+    }
+    let afterMaking = runs.load(ordering: .relaxed)
+    for _ in 0..<10 { #expect(mapped.value == 2) }
+    #expect(runs.load(ordering: .relaxed) == afterMaking, "reading an unchanged value ran the transform")
+    let first = mapped.observe { _ in }
+    let second = mapped.observe { _ in }
+    let beforeWrite = runs.load(ordering: .relaxed)
+    a.value = 5
+    #expect(runs.load(ordering: .relaxed) == beforeWrite + 1, "one change, two observers, one run")
+    for _ in 0..<10 { #expect(mapped.value == 10) }
+    #expect(runs.load(ordering: .relaxed) == beforeWrite + 1)
+    first.cancel()
+    second.cancel()
+  }
+
+  @Test func readYourWritesThroughADiamondWhileOthersWrite() {
+    let a = Property(0)
+    let diamond = a.map { $0 * 2 }.combineLatest(a.map { $0 + 1 })
+    let bad = Atomic<Int>(0)
+    #expect(
+      onThreads(3) { index in
+        for step in 1...300 {
+          let written = index * 10_000 + step
+          a.value = written
+          let read = diamond.value
+          if read.0 != 2 * (read.1 - 1) { bad.add(1, ordering: .relaxed) }
+        }
+      })
+    #expect(bad.load(ordering: .relaxed) == 0)
+    #expect(diamond.value == (2 * a.value, a.value + 1))
+  }
+
+  @Test func anUnobservedDerivedValueFollowsNothingAndIsCurrentWhenObserved() {
+    let a = Property(1)
+    let mapped = a.map { $0 * 2 }
+    #expect(a.observerCount == 0)
+    a.value = 2
+    #expect(mapped.value == 4)
+    let seen = Recorder<Int>()
+    let subscription = mapped.observe { seen.append($0) }
+    #expect(a.observerCount == 1)
+    a.value = 3
+    #expect(seen.values == [4, 6])
+    subscription.cancel()
+    #expect(a.observerCount == 0, "an unobserved derived value is not counted by its root")
+    a.value = 4
+    let again = mapped.observe { seen.append($0) }
+    a.value = 5
+    #expect(seen.values == [4, 6, 8, 10])
+    again.cancel()
+  }
+}
