@@ -8,6 +8,9 @@
 // checks the next two sinks in turn (and sweeps fully when the list reaches a power of
 // two from 32 on), so a dead owner is found within half as many subscribes as there
 // are subscriptions, even without a send.
+//
+// The handler subscriptions share the source's `ActorBacklog` (made with the first
+// one), where senders wait while one of them is at the limit (ActorBacklog.swift).
 
 /// One subscription of an actor variant: a sequence's buffer or a handler.
 @usableFromInline
@@ -79,8 +82,35 @@ struct ActorSinks<Message: Sendable>: Sendable {
   @usableFromInline var items = ContiguousArray<ActorSink<Message>>()
   /// Where the incremental scan for ended subscriptions continues.
   @usableFromInline var cursor = 0
+  /// The most undelivered messages a handler subscription holds from senders that wait.
+  @usableFromInline let limit: Int
+  /// The waiting senders; nil until the first handler subscription.
+  @usableFromInline var backlog: ActorBacklog?
 
-  init() {}
+  init(limit: Int = defaultBacklogLimit) {
+    self.limit = limit
+  }
+
+  /// The waiting senders of this source, for a new handler subscription.
+  @usableFromInline
+  mutating func backlogForHandler() -> ActorBacklog {
+    if let backlog { return backlog }
+    let made = ActorBacklog(limit: limit)
+    backlog = made
+    return made
+  }
+
+  /// A live handler subscription with `limit` undelivered messages or more, if any.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
+  @inlinable
+  func firstAtLimit() -> ActorHandler<Message>? {
+    guard backlog != nil else { return nil }
+    for index in items.indices {
+      if let handler = items[index].handler, handler.isAtLimit(limit) { return handler }
+    }
+    return nil
+  }
 
   @inlinable var count: Int { items.count }
 
