@@ -98,8 +98,28 @@ public actor ActorProperty<Value: Sendable> {
   /// a handler, or from a task one started, never waits. A task cancelled while
   /// waiting stops waiting and writes at once.
   @inlinable
-  public final func setValue(_ newValue: Value) async {
-    if updateSinks.firstAtLimit() != nil { await waitForRoom() }
+  nonisolated(nonsending) public final func setValue(_ newValue: Value) async {
+    // One synchronous call to the actor unless a queue is full, as in
+    // `ActorEventSource.send(_:)`.
+    if await commitUnlessFull(newValue) { return }
+    await commitWhenRoom(newValue)
+  }
+
+  /// Commits `newValue` unless a handler subscription is at the limit.
+  ///
+  /// - Returns: Whether it committed.
+  @inlinable
+  final func commitUnlessFull(_ newValue: Value) -> Bool {
+    if updateSinks.hasHandlerAtLimit() { return false }
+    commit(newValue)
+    return true
+  }
+
+  /// Commits `newValue` once every handler subscription has room (at once from a
+  /// handler).
+  @usableFromInline
+  final func commitWhenRoom(_ newValue: Value) async {
+    await waitForRoom()
     commit(newValue)
   }
 
@@ -120,7 +140,7 @@ public actor ActorProperty<Value: Sendable> {
   public func modify<Result: Sendable, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) async throws(Failure) -> Result {
-    if updateSinks.firstAtLimit() != nil { await waitForRoom() }
+    if updateSinks.hasHandlerAtLimit() { await waitForRoom() }
     var next = value
     let result = try body(&next)
     commit(next)

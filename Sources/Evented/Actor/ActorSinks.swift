@@ -100,6 +100,21 @@ struct ActorSinks<Message: Sendable>: Sendable {
     return made
   }
 
+  /// Whether a live handler subscription has `limit` undelivered messages or more.
+  ///
+  /// `mutating` only so that the actor's list is read in place rather than copied (a
+  /// retain and a release per send).
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
+  @inlinable
+  mutating func hasHandlerAtLimit() -> Bool {
+    guard backlog != nil else { return false }
+    for index in items.indices {
+      if let handler = items[index].handler, handler.isAtLimit(limit) { return true }
+    }
+    return false
+  }
+
   /// A live handler subscription with `limit` undelivered messages or more, if any.
   ///
   /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
