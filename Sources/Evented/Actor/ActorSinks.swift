@@ -82,20 +82,21 @@ struct ActorSinks<Message: Sendable>: Sendable {
   @usableFromInline var items = ContiguousArray<ActorSink<Message>>()
   /// Where the incremental scan for ended subscriptions continues.
   @usableFromInline var cursor = 0
-  /// The most undelivered messages a handler subscription holds from senders that wait.
-  @usableFromInline let limit: Int
-  /// The waiting senders; nil until the first handler subscription.
+  /// The waiting senders and the limit. With the default limit, nil until the first
+  /// handler subscription, so that an idle source pays one reference for the bound.
   @usableFromInline var backlog: ActorBacklog?
 
+  /// - Parameter limit: The most undelivered messages a handler subscription holds
+  ///   from senders that wait.
   init(limit: Int = defaultBacklogLimit) {
-    self.limit = limit
+    if limit != defaultBacklogLimit { backlog = ActorBacklog(limit: limit) }
   }
 
   /// The waiting senders of this source, for a new handler subscription.
   @usableFromInline
   mutating func backlogForHandler() -> ActorBacklog {
     if let backlog { return backlog }
-    let made = ActorBacklog(limit: limit)
+    let made = ActorBacklog(limit: defaultBacklogLimit)
     backlog = made
     return made
   }
@@ -105,10 +106,11 @@ struct ActorSinks<Message: Sendable>: Sendable {
   /// `mutating` only so that the actor's list is read in place rather than copied (a
   /// retain and a release per send).
   ///
-  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
+  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed
+  ///   (from the start with a limit other than the default); O(1) before.
   @inlinable
   mutating func hasHandlerAtLimit() -> Bool {
-    guard backlog != nil else { return false }
+    guard let limit = backlog?.limit else { return false }
     for index in items.indices {
       if let handler = items[index].handler, handler.isAtLimit(limit) { return true }
     }
@@ -120,7 +122,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
   /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
   @inlinable
   func firstAtLimit() -> ActorHandler<Message>? {
-    guard backlog != nil else { return nil }
+    guard let limit = backlog?.limit else { return nil }
     for index in items.indices {
       if let handler = items[index].handler, handler.isAtLimit(limit) { return handler }
     }
