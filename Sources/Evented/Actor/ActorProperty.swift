@@ -346,7 +346,9 @@ extension ActorProperty where Value: Equatable {
   ///
   /// - Parameters:
   ///   - value: The initial value.
-  ///   - backlogLimit: As for ``ActorProperty/init(_:backlogLimit:)``.
+  ///   - backlogLimit: How many writes a handler subscription may hold undelivered
+  ///     before a write from outside a handler waits for it (see ``setValue(_:)``).
+  ///     Must be at least 1.
   public init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
