@@ -279,7 +279,7 @@ extension ArrayProperty {
 
   /// The message that gives a new subscription the current array.
   @Sendable
-  static func replay(_ array: borrowing [Element]) -> ArrayChangeset<Element> {
-    ArrayChangeset(changes: [], array: copy array)
+  static func replay(_ store: borrowing ArrayStore<Element>) -> ArrayChangeset<Element> {
+    ArrayChangeset(changes: [], array: store.share())
   }
 }

@@ -54,7 +54,9 @@ extension ArrayProperty {
   /// A node that follows this array.
   private func makeViewNode() -> DerivedProperty<[Element]> {
     let hub = hub
-    let node = DerivedProperty(initial: hub.read { copy $0 }, isDuplicate: nil) { hub.read { copy $0 } }
+    let node = DerivedProperty(initial: hub.storage.withLock { $0.stored.share() }, isDuplicate: nil) {
+      hub.storage.withLock { $0.stored.share() }
+    }
     follow(with: node)
     return node
   }

@@ -48,7 +48,7 @@ import Synchronization
 ///   ``Subscription/cancel()``. Old arrays and removed elements are released outside
 ///   the lock.
 public final class ArrayProperty<Element: Sendable>: Sendable {
-  @usableFromInline let hub: Hub<ArrayChangeset<Element>, [Element]>
+  @usableFromInline let hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>
   /// The changes of a whole-array assignment: a difference for `Equatable` elements.
   @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
   /// The node behind ``readOnly``, made by its first read.
@@ -58,7 +58,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     elements: [Element], backlogLimit: Int,
     assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
   ) {
-    hub = Hub.make(elements, backlogLimit: backlogLimit)
+    hub = Hub.make(ArrayStore(elements), backlogLimit: backlogLimit)
     self.assignment = assignment
   }
 
@@ -82,17 +82,17 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///   property's own ``append(_:)`` or ``batch(_:)``.
   @inlinable
   public var value: [Element] {
-    get { hub.read { copy $0 } }
+    get { hub.storage.withLock { $0.stored.share() } }
     set { assign(newValue) }
   }
 
   /// The number of elements.
   @inlinable
-  public var count: Int { hub.read { $0.count } }
+  public var count: Int { hub.read { $0.elements.count } }
 
   /// Whether the array is empty.
   @inlinable
-  public var isEmpty: Bool { hub.read { $0.isEmpty } }
+  public var isEmpty: Bool { hub.read { $0.elements.isEmpty } }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
   ///
@@ -101,7 +101,9 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @inlinable
   public subscript(index: Int) -> Element {
     get {
-      let element = hub.read { array -> Element? in index >= 0 && index < array.count ? array[index] : nil }
+      let element = hub.read { store -> Element? in
+        index >= 0 && index < store.elements.count ? store.elements[index] : nil
+      }
       guard let element else { badInput("[\(index)]", count: count) }
       return element
     }
@@ -231,28 +233,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   public func batch<Result, Failure: Error>(
     _ body: (inout Batch) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    let (outcome, leftover) = hub.commit {
-      stored -> ((Swift.Result<Result, Failure>, Leftover), ArrayChangeset<Element>?) in
-      var batch = Batch(stored, isUserBatch: true)
-      let result: Result
-      do throws(Failure) {
-        result = try body(&batch)
-      } catch {
-        return ((.failure(error), .batch(batch)), nil)
-      }
-      let (old, changeset) = Self.commit(batch, to: &stored)
-      return ((.success(result), .array(old)), changeset)
-    }
-    _ = leftover
-    return try outcome.get()
-  }
-
-  /// What a commit takes out of the lock, to release after unlocking: the old array,
-  /// or a thrown-away batch with the elements it recorded.
-  @usableFromInline
-  enum Leftover {
-    case array([Element]?)
-    case batch(Batch)
+    try mutate(isUserBatch: true, body).0.unsafelyUnwrapped
   }
 
   /// What a mutation needs of the array's count.
@@ -302,43 +283,62 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     _ requirement: Requirement,
     _ body: (inout Batch) -> Outcome
   ) -> Outcome {
-    let (outcome, badCount, old) = hub.commit {
-      stored -> ((Outcome?, Int?, [Element]?), ArrayChangeset<Element>?) in
-      guard requirement.isMet(byCount: stored.count) else { return ((nil, stored.count, nil), nil) }
-      var batch = Batch(stored, isUserBatch: false)
-      let outcome = body(&batch)
-      let (old, changeset) = Self.commit(batch, to: &stored)
-      return ((outcome, nil, old), changeset)
-    }
-    _ = old
+    let (outcome, badCount) = mutate(isUserBatch: false, check: requirement.isMet(byCount:), body)
     if let badCount { requirement.fail(operation(), count: badCount) }
-    return outcome!
-  }
-
-  /// Stores what `batch` did; returns the old array, to release after unlocking, and
-  /// the changeset, or nils if the batch recorded nothing.
-  ///
-  /// - Precondition: Called inside the hub's lock.
-  @inlinable
-  static func commit(_ batch: Batch, to stored: inout [Element]) -> ([Element]?, ArrayChangeset<Element>?) {
-    guard !batch.changes.isEmpty else { return (nil, nil) }
-    // Assigned, never mutated in place: the old array may be held by readers.
-    let old = stored
-    stored = batch.array
-    return (old, ArrayChangeset(changes: batch.changes, array: batch.array))
+    return outcome.unsafelyUnwrapped
   }
 
   /// Assigns `new`, recording the changes of ``assignment``.
-  @inlinable
+  ///
+  /// The changes are computed outside the lock, against the array stored when the
+  /// assignment began. If another commit came first meanwhile, they are computed again
+  /// against the newer array; after ``assignmentAttempts`` such tries, the assignment
+  /// commits as a replacement, computed under the lock without comparing elements.
+  @usableFromInline
   func assign(_ new: [Element]) {
-    let old = hub.commit { stored -> ([Element]?, ArrayChangeset<Element>?) in
-      let changes = assignment(stored, new)
-      guard !changes.isEmpty else { return (nil, nil) }
-      let old = stored
-      stored = new
-      return (old, ArrayChangeset(changes: changes, array: new))
+    for _ in 0..<Self.assignmentAttempts {
+      let (base, version) = hub.storage.withLock { ($0.stored.share(), $0.stored.version) }
+      let changes = assignment(base, new)
+      if commitAssignment(of: new, changes: changes, ifStillAt: version) { return }
     }
-    _ = old
+    commitAssignment(of: new, changes: nil, ifStillAt: nil)
+  }
+
+  /// How many times an assignment computes its changes before it commits as a
+  /// replacement.
+  static var assignmentAttempts: Int { 3 }
+
+  /// Stores `new` and commits `changes` (or, if nil, a replacement of every element),
+  /// unless `version` is given and the stored array is no longer the one it names.
+  ///
+  /// - Returns: false if the stored array changed since `version`.
+  @discardableResult
+  func commitAssignment(of new: [Element], changes: [ArrayChange<Element>]?, ifStillAt version: UInt64?) -> Bool {
+    let token = hub.lockForCommit()
+    let store = token.state
+    if let version, store.pointee.stored.version != version {
+      token.unlock()
+      return false
+    }
+    let changes = changes ?? replacingChanges(from: store.pointee.stored.elements, to: new)
+    guard !changes.isEmpty else {
+      token.unlock()
+      return true
+    }
+    // `new` is its caller's too: the store is shared. The old array is released after
+    // unlocking.
+    var old = new
+    swap(&old, &store.pointee.stored.elements)
+    store.pointee.stored.version &+= 1
+    store.pointee.stored.exposure.isShared = true
+    if let recipients = store.pointee.recipientsOfCommit() {
+      let changeset = ArrayChangeset(changes: changes, array: new)
+      hub.commit(token, to: recipients) { _ in changeset }
+    } else {
+      token.unlock()
+    }
+    withExtendedLifetime(old) {}
+    return true
   }
 }
 
