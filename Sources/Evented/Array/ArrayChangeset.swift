@@ -80,29 +80,81 @@ public struct ArrayChangeset<Element> {
   /// Applies ``changes`` in order to `array`.
   ///
   /// Applied to the array this changeset was committed against, the result equals
-  /// ``array``; a subscriber can keep a replica this way.
+  /// ``array``; a subscriber can keep a replica this way (see
+  /// ``ArrayProperty/observeChanges(with:on:fromEmpty:_:)-(_,Delivery,_,_)``).
   ///
   /// - Parameter array: The array before the changes.
   /// - Returns: The array after them.
-  /// - Precondition: Every index is valid for `array` at the point its change applies,
-  ///   as it is for the array the changeset was made from.
-  /// - Complexity: O(*n* × *k*) for *n* elements and *k* changes.
+  /// - Precondition: `array` has as many elements as the array the changeset was made
+  ///   from; otherwise the program stops with a message naming both counts, such as
+  ///   `Evented: ArrayChangeset.applied(to:): the changeset fits an array of 3 elements,
+  ///   not 5`.
+  /// - Complexity: O(*n* + *k*) for *n* elements and *k* changes when the changes are
+  ///   runs (inserts at consecutive indices, removals of consecutive elements), as bulk
+  ///   mutations and replays record them; O(*n*) for each other insert, remove or move.
   public func applied(to array: [Element]) -> [Element] {
+    let expected = previousCount
+    if array.count != expected {
+      fatalError(
+        "Evented: ArrayChangeset.applied(to:): the changeset fits an array of \(expected) elements, not \(array.count)"
+      )
+    }
     var result = array
-    for change in changes {
-      switch change {
+    var position = changes.startIndex
+    while position < changes.endIndex {
+      switch changes[position] {
       case .insert(let index, let element):
-        result.insert(element, at: index)
+        // A run of insertions at consecutive indices.
+        var end = position + 1
+        while end < changes.endIndex, case .insert(index + (end - position), _) = changes[end] { end += 1 }
+        if end - position == 1 {
+          result.insert(element, at: index)
+        } else {
+          result.insert(
+            contentsOf: changes[position..<end].lazy.map { change -> Element in
+              guard case .insert(_, let element) = change else { preconditionFailure() }
+              return element
+            }, at: index)
+        }
+        position = end
       case .remove(let index, _):
-        result.remove(at: index)
+        // A run of removals at one index, or from one index down.
+        var end = position + 1
+        var count = 1
+        var lower = index
+        if end < changes.endIndex, case .remove(let second, _) = changes[end], second == index || second == index - 1 {
+          let step = second - index
+          while end < changes.endIndex, case .remove(let next, _) = changes[end], next == index + step * count {
+            count += 1
+            end += 1
+          }
+          if step < 0 { lower = index - count + 1 }
+        }
+        result.removeSubrange(lower..<(lower + count))
+        position = end
       case .replace(let index, _, let new):
         result[index] = new
+        position += 1
       case .move(let from, let to, _):
         let element = result.remove(at: from)
         result.insert(element, at: to)
+        position += 1
       }
     }
     return result
+  }
+
+  /// The number of elements of the array the changes apply to.
+  var previousCount: Int {
+    var count = array.count
+    for change in changes {
+      switch change {
+      case .insert: count -= 1
+      case .remove: count += 1
+      case .replace, .move: break
+      }
+    }
+    return count
   }
 
   /// The indices, in the old array, of the elements that were removed, replaced or

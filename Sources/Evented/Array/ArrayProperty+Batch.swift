@@ -321,6 +321,12 @@ extension ArrayProperty.Batch: RandomAccessCollection {
   /// ``count``.
   @inlinable
   public var endIndex: Int { current.count }
+  /// `i + 1`, unchecked as Array's: a range or subscript made from it is checked.
+  @inlinable
+  public func index(after i: Int) -> Int { i + 1 }
+  /// `i - 1`, unchecked as Array's: a range or subscript made from it is checked.
+  @inlinable
+  public func index(before i: Int) -> Int { i - 1 }
 }
 
 extension ArrayProperty.Batch: Sendable {}
