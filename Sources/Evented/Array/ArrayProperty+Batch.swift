@@ -36,14 +36,21 @@ extension ArrayProperty {
     @usableFromInline var mustCopy: Bool
     /// The shared buffer that a copy replaced, to release after unlocking.
     @usableFromInline var replaced: [Element]?
+    /// Whether changes are recorded: for a user's batch (which may be undone), for
+    /// subscribers, and to release removed elements after unlocking unless they are
+    /// plain bits.
+    @usableFromInline let records: Bool
+    /// Whether anything changed.
+    @usableFromInline var changed = false
 
     /// Takes the stored elements over for the time of the batch.
     ///
     /// - Precondition: Called inside the hub's lock; ``finish(into:)`` or
     ///   ``undo(into:)`` gives the elements back before it is released.
     @inlinable
-    init(taking store: inout ArrayStore<Element>, isUserBatch: Bool) {
+    init(taking store: inout ArrayStore<Element>, isUserBatch: Bool, hasRecipients: Bool) {
       self.isUserBatch = isUserBatch
+      records = isUserBatch || hasRecipients || !_isPOD(Element.self)
       mustCopy = store.exposure.isShared
       swap(&current, &store.elements)
     }
@@ -56,9 +63,9 @@ extension ArrayProperty {
     @inlinable
     mutating func finish(into store: inout ArrayStore<Element>) -> Leftover {
       swap(&current, &store.elements)
-      if !changes.isEmpty { store.version &+= 1 }
+      if changed { store.version &+= 1 }
       store.exposure.isShared = mustCopy || isUserBatch
-      return Leftover(changes: changes, replaced: replaced)
+      return Leftover(changes: changes, replaced: replaced, changed: changed)
     }
 
     /// Gives the elements back to `store` as they were before the batch; returns what
@@ -86,7 +93,14 @@ extension ArrayProperty {
       }
       swap(&current, &store.elements)
       store.exposure.isShared = true
-      return Leftover(changes: changes, replaced: replaced)
+      return Leftover(changes: changes, replaced: replaced, changed: false)
+    }
+
+    /// Notes a change, and records it if changes are recorded.
+    @inlinable @inline(__always)
+    mutating func record(_ change: ArrayChange<Element>) {
+      changed = true
+      if records { changes.append(change) }
     }
 
     /// Makes `current` a buffer of the lock's own before it is changed, with room for
@@ -130,7 +144,7 @@ extension ArrayProperty {
       set {
         check(index >= 0 && index < current.count, "[\(index)] = …")
         makeWritable()
-        changes.append(.replace(index: index, old: current[index], new: newValue))
+        record(.replace(index: index, old: current[index], new: newValue))
         current[index] = newValue
       }
     }
@@ -153,7 +167,7 @@ extension ArrayProperty {
     @inlinable
     public mutating func append(_ element: Element) {
       makeWritable(extra: 1)
-      changes.append(.insert(index: current.count, element: element))
+      record(.insert(index: current.count, element: element))
       current.append(element)
     }
 
@@ -177,7 +191,7 @@ extension ArrayProperty {
       check(index >= 0 && index <= current.count, "insert(_:at: \(index))")
       makeWritable(extra: 1)
       current.insert(element, at: index)
-      changes.append(.insert(index: index, element: element))
+      record(.insert(index: index, element: element))
     }
 
     /// Inserts `elements` at `index`, in order.
@@ -196,6 +210,9 @@ extension ArrayProperty {
     /// Records insertions of the elements now at `range`, from the lowest index up.
     @inlinable
     mutating func recordInsertions(_ range: Range<Int>) {
+      guard !range.isEmpty else { return }
+      changed = true
+      guard records else { return }
       changes.reserveCapacity(changes.count + range.count)
       for index in range { changes.append(.insert(index: index, element: current[index])) }
     }
@@ -209,7 +226,7 @@ extension ArrayProperty {
       check(index >= 0 && index < current.count, "remove(at: \(index))")
       makeWritable()
       let element = current.remove(at: index)
-      changes.append(.remove(index: index, element: element))
+      record(.remove(index: index, element: element))
       return element
     }
 
@@ -243,8 +260,11 @@ extension ArrayProperty {
     @inlinable
     public mutating func removeAll() {
       guard !current.isEmpty else { return }
-      changes.reserveCapacity(changes.count + current.count)
-      for index in current.indices.reversed() { changes.append(.remove(index: index, element: current[index])) }
+      changed = true
+      if records {
+        changes.reserveCapacity(changes.count + current.count)
+        for index in current.indices.reversed() { changes.append(.remove(index: index, element: current[index])) }
+      }
       if mustCopy {
         replaced = current
         mustCopy = false
@@ -269,14 +289,17 @@ extension ArrayProperty {
       let lower = subrange.lowerBound
       let common = Swift.min(subrange.count, new.count)
       makeWritable(extra: Swift.max(0, new.count - subrange.count))
-      changes.reserveCapacity(changes.count + Swift.max(subrange.count, new.count))
-      for offset in 0..<common {
-        changes.append(.replace(index: lower + offset, old: current[lower + offset], new: new[offset]))
+      if !subrange.isEmpty || !new.isEmpty { changed = true }
+      if records {
+        changes.reserveCapacity(changes.count + Swift.max(subrange.count, new.count))
+        for offset in 0..<common {
+          changes.append(.replace(index: lower + offset, old: current[lower + offset], new: new[offset]))
+        }
+        for index in (lower + common..<subrange.upperBound).reversed() {
+          changes.append(.remove(index: index, element: current[index]))
+        }
+        for offset in common..<new.count { changes.append(.insert(index: lower + offset, element: new[offset])) }
       }
-      for index in (lower + common..<subrange.upperBound).reversed() {
-        changes.append(.remove(index: index, element: current[index]))
-      }
-      for offset in common..<new.count { changes.append(.insert(index: lower + offset, element: new[offset])) }
       current.replaceSubrange(subrange, with: new)
     }
 
@@ -294,7 +317,7 @@ extension ArrayProperty {
       makeWritable()
       let element = current.remove(at: from)
       current.insert(element, at: to)
-      changes.append(.move(from: from, to: to, element: element))
+      record(.move(from: from, to: to, element: element))
     }
 
     /// Stops the program with a message naming the operation and the count, unless

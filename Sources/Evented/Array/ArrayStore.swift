@@ -65,15 +65,18 @@ func privateCopy<Element>(of elements: [Element], extra: Int = 0) -> [Element] {
 
 extension ArrayProperty {
   /// What a commit takes out of the lock, to release after unlocking: the batch's
-  /// recorded changes (which hold every removed element) and the buffer it replaced.
+  /// recorded changes (which hold every removed element) and the buffer it replaced;
+  /// and whether anything changed.
   @usableFromInline
   struct Leftover {
     @usableFromInline var changes: [ArrayChange<Element>]
     @usableFromInline var replaced: [Element]?
+    @usableFromInline var changed: Bool
 
-    @inlinable init(changes: [ArrayChange<Element>], replaced: [Element]?) {
+    @inlinable init(changes: [ArrayChange<Element>], replaced: [Element]?, changed: Bool) {
       self.changes = changes
       self.replaced = replaced
+      self.changed = changed
     }
   }
 
@@ -95,7 +98,10 @@ extension ArrayProperty {
       token.unlock()
       return (nil, count)
     }
-    var batch = Batch(taking: &store.pointee.stored, isUserBatch: isUserBatch)
+    // Nobody can subscribe or cancel while the lock is held: the recipients found now
+    // are those of the commit.
+    let recipients = store.pointee.recipientsOfCommit()
+    var batch = Batch(taking: &store.pointee.stored, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
     let outcome: Outcome
     do throws(Failure) {
       outcome = try body(&batch)
@@ -106,9 +112,7 @@ extension ArrayProperty {
       throw error
     }
     let leftover = batch.finish(into: &store.pointee.stored)
-    if leftover.changes.isEmpty {
-      token.unlock()
-    } else if let recipients = store.pointee.recipientsOfCommit() {
+    if leftover.changed, let recipients {
       let changeset = ArrayChangeset(changes: leftover.changes, array: store.pointee.stored.share())
       hub.commit(token, to: recipients) { _ in changeset }
     } else {
