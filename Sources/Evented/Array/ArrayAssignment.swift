@@ -16,6 +16,7 @@
 /// Ordered changes that turn `old` into `new`: a minimal difference.
 ///
 /// - Complexity: The difference's cost (O(*n* × *d*) comparisons).
+@inlinable
 func assignmentChanges<Element: Equatable>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
   changes(from: old, applying: new.difference(from: old))
 }
@@ -24,11 +25,13 @@ func assignmentChanges<Element: Equatable>(from old: [Element], to new: [Element
 /// minimal in the cases the Arrays guide names.
 ///
 /// - Complexity: O(*n* + *m*); see `hashedChanges`.
+@inlinable
 func assignmentChanges<Element: Hashable>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
   hashedChanges(from: old, to: new)
 }
 
 /// `difference`, computed from `old`, as ordered index-relative changes.
+@inlinable
 func changes<Element>(
   from old: [Element], applying difference: CollectionDifference<Element>
 ) -> [ArrayChange<Element>] {
@@ -52,6 +55,7 @@ func changes<Element>(
 
 /// Changes that remove every element of `old` (from the last down), then insert every
 /// element of `new`.
+@inlinable
 func replacingChanges<Element>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
   var changes: [ArrayChange<Element>] = []
   changes.reserveCapacity(old.count + new.count)

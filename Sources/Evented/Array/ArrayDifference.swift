@@ -27,6 +27,7 @@
 ///
 /// - Complexity: O(*n* + *m*) expected hashing and comparisons; O((*n* + *m*) log
 ///   (*n* + *m*)) more when elements change order.
+@inlinable
 func hashedChanges<Element: Hashable>(
   from old: [Element], to new: [Element], maximumExactDistance: Int = 128
 ) -> [ArrayChange<Element>] {
@@ -49,19 +50,21 @@ func hashedChanges<Element: Hashable>(
 
 /// Which elements of the middle parts of two arrays are kept, moved, removed and
 /// inserted.
+@usableFromInline
 struct Matching<Element: Hashable> {
-  let old: ArraySlice<Element>
-  let new: ArraySlice<Element>
+  @usableFromInline let old: ArraySlice<Element>
+  @usableFromInline let new: ArraySlice<Element>
   /// For each old element (by offset from `old.startIndex`), the offset of its partner
   /// in `new`, or -1 if it is removed.
-  var oldPartner: [Int]
+  @usableFromInline var oldPartner: [Int]
   /// For each new element, the offset of its partner in `old`, or -1 if inserted.
-  var newPartner: [Int]
+  @usableFromInline var newPartner: [Int]
   /// For each new element, whether it stays in place (its partner is not moved).
-  var stays: [Bool]
+  @usableFromInline var stays: [Bool]
   /// Whether some pair is a move.
-  var hasMoves = false
+  @usableFromInline var hasMoves = false
 
+  @inlinable
   init(old: ArraySlice<Element>, new: ArraySlice<Element>) {
     self.old = old
     self.new = new
@@ -77,6 +80,7 @@ struct Matching<Element: Hashable> {
   /// equal removed and inserted elements into moves.
   ///
   /// - Returns: false if the bounds were exceeded (nothing is matched then).
+  @inlinable
   mutating func matchExactly(maximumDistance: Int) -> Bool {
     let n = old.count
     let m = new.count
@@ -142,6 +146,7 @@ struct Matching<Element: Hashable> {
   }
 
   /// Pairs `old` offset `x` with `new` offset `y`, in place.
+  @inlinable
   mutating func pair(_ x: Int, _ y: Int) {
     oldPartner[x] = y
     newPartner[y] = x
@@ -149,6 +154,7 @@ struct Matching<Element: Hashable> {
   }
 
   /// Pairs each inserted element with the first removed one equal to it, as a move.
+  @inlinable
   mutating func pairRemovalsWithInsertions() {
     var removed: [Element: [Int]] = [:]
     for offset in oldPartner.indices.reversed() where oldPartner[offset] < 0 {
@@ -167,6 +173,7 @@ struct Matching<Element: Hashable> {
 
   /// Pairs the k-th occurrence of each element in `old` with its k-th occurrence in
   /// `new`; keeps in place a longest run of pairs in the same order in both.
+  @inlinable
   mutating func matchByHashing() {
     // For each element, the first unpaired old offset; `nextOccurrence` chains the rest.
     var firstOccurrence: [Element: Int] = [:]
@@ -198,6 +205,7 @@ struct Matching<Element: Hashable> {
 
   /// Marks as staying a longest sequence of pairs whose old offsets increase with their
   /// new offsets; every other pair becomes a move.
+  @inlinable
   mutating func keepLongestIncreasingRun() {
     // Patience sorting: `tails[l]` is the new offset ending the best run of length l + 1.
     var tails: [Int] = []
@@ -224,6 +232,7 @@ struct Matching<Element: Hashable> {
   // MARK: Changes
 
   /// The changes, with every index moved up by `offset` (the common prefix).
+  @inlinable
   func changes(offset: Int) -> [ArrayChange<Element>] {
     var changes: [ArrayChange<Element>] = []
     for index in oldPartner.indices.reversed() where oldPartner[index] < 0 {
@@ -288,10 +297,12 @@ struct Matching<Element: Hashable> {
 }
 
 /// Counts of occupied positions, with prefix sums in O(log n).
+@usableFromInline
 struct FenwickTree {
-  private var tree: [Int]
+  @usableFromInline var tree: [Int]
 
   /// A tree over `occupied.count` positions, each counting 1 if occupied; O(n).
+  @inlinable
   init(_ occupied: [Bool]) {
     tree = [Int](repeating: 0, count: occupied.count + 1)
     for index in occupied.indices {
@@ -303,6 +314,7 @@ struct FenwickTree {
   }
 
   /// Adds `delta` to the count of `position`.
+  @inlinable
   mutating func add(_ delta: Int, at position: Int) {
     var node = position + 1
     while node < tree.count {
@@ -312,6 +324,7 @@ struct FenwickTree {
   }
 
   /// The number of occupied positions before `position`.
+  @inlinable
   func count(before position: Int) -> Int {
     var node = position
     var sum = 0

@@ -54,6 +54,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   /// The node behind ``readOnly``, made by its first read.
   let view = AtomicLazyReference<DerivedProperty<[Element]>>()
 
+  @usableFromInline
   init(
     elements: [Element], backlogLimit: Int,
     assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
@@ -71,6 +72,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///     delivering for this property (1,024 unless given). At the limit, a mutation or
   ///     a replaying subscribe from a thread that is not running a handler or
   ///     delivering waits until there is room; see "Overload" in the guarantees guide.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { replacingChanges(from: $0, to: $1) })
   }
@@ -365,6 +367,7 @@ extension ArrayProperty where Element: Equatable {
   ///   - elements: The initial array.
   ///   - backlogLimit: How many committed changesets may wait for the delivering thread
   ///     (1,024 unless given), as for the initializer of any array property.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
@@ -378,6 +381,7 @@ extension ArrayProperty where Element: Hashable {
   ///   - elements: The initial array.
   ///   - backlogLimit: How many committed changesets may wait for the delivering thread
   ///     (1,024 unless given), as for the initializer of any array property.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
