@@ -11,11 +11,13 @@ import Synchronization
 /// friends.value = ["Cy", "Bo", "Di"]                       // a minimal diff
 /// ```
 ///
-/// Mutators have Array's names and results. Whole-array assignment through ``value``
-/// records a minimal difference when the elements are `Equatable` (the standard
-/// library's `CollectionDifference`, with moves inferred when they are also
-/// `Hashable`; an equal array notifies nobody), and otherwise removes every old
-/// element and inserts every new one. A mutation that changes nothing (`removeAll()`
+/// Mutators have Array's names, results and costs: a mutation works on the stored
+/// array in place unless someone else may hold it (see "Cost" in the Arrays guide).
+/// Whole-array assignment through ``value`` records a difference, computed outside the
+/// lock: for `Hashable` elements in O(*n* + *m*) time, with moves inferred, minimal in
+/// the cases the Arrays guide names; for `Equatable` elements the standard library's
+/// exact `CollectionDifference`, O((*n* + *m*) × *d*); an equal array notifies nobody.
+/// Other elements are all removed and inserted anew. A mutation that changes nothing (`removeAll()`
 /// of an empty array, a move to the same index, an empty `append(contentsOf:)`, a
 /// batch that records nothing) notifies nobody. Replacing an element through the
 /// subscript always records a replacement, even with an equal element: only
@@ -40,10 +42,10 @@ import Synchronization
 ///   on this property or any other. A change made inside a handler is committed at
 ///   once and delivered after the current delivery pass. A subscription made while a
 ///   batch runs receives the array before or after the whole batch, never part of it.
-///   Two pieces of user code run under the property's lock: the closure given to
-///   ``batch(_:)`` and, for `Equatable` elements, the `==` that whole-array assignment
-///   uses to compute the difference. They must not use this property (doing so stops
-///   the program with a message) and should not use other sources.
+///   One piece of user code runs under the property's lock: the closure given to
+///   ``batch(_:)``, with the `==` and `hash(into:)` it calls. It must not use this
+///   property (doing so stops the program with a message) and should not use other
+///   sources. Whole-array assignment compares and hashes elements outside the lock.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old arrays and removed elements are released outside
 ///   the lock.
@@ -78,8 +80,17 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   }
 
   /// The current array. Setting it is a whole-array assignment: one changeset, which
-  /// for `Equatable` elements is a minimal difference.
+  /// for `Equatable` elements is a difference (see the type's summary).
   ///
+  /// The difference is computed outside the lock, against the array stored when the
+  /// assignment began; if another commit came first meanwhile, it is computed again
+  /// against the newer array, and after three tries the assignment commits as a
+  /// replacement of every element. Reading copies nothing, but the next mutation
+  /// copies the elements once, since the caller may hold them.
+  ///
+  /// - Complexity: Setting: O(*n* + *m*) for `Hashable` elements (plus O(*k* log *k*)
+  ///   when *k* kept elements change order); O((*n* + *m*) × *d*) comparisons for
+  ///   `Equatable` ones, *d* being the number of insertions and removals.
   /// - Note: `value.append(x)` reads, then assigns: two critical sections. Use the
   ///   property's own ``append(_:)`` or ``batch(_:)``.
   @inlinable
