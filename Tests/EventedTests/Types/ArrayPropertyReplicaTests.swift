@@ -48,11 +48,11 @@ private final class IntReplica: Sendable {
         return
       }
       var random = SplitMix(seed: thread)
-      for step in 0..<2_000 {
+      for step in 0..<600 {
         switch random.next() % 6 {
-        case 0: property.append(step)
-        case 1: property.popLast()
-        case 2: property.insert(contentsOf: [step, step + 1], at: 0)
+        case 0 where property.count < 80: property.append(step)
+        case 0, 1: property.popLast()
+        case 2 where property.count < 80: property.insert(contentsOf: [step, step + 1], at: 0)
         case 3: property.batch { array in if let index = array.firstIndex(of: step - 1) { array.remove(at: index) } }
         case 4: property.value = property.value.shuffled(using: &random)
         default:
