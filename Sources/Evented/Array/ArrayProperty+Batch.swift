@@ -335,7 +335,10 @@ extension ArrayProperty {
 }
 
 extension ArrayProperty.Batch: RandomAccessCollection {
+  /// A slice of the elements, with the batch's indices; made by a checked range
+  /// subscript.
   public typealias SubSequence = ArraySlice<Element>
+  /// `0..<count`.
   public typealias Indices = Range<Int>
 
   /// Zero.
