@@ -100,25 +100,53 @@ public struct ArrayChangeset<Element> {
       )
     }
     var result = array
-    var position = changes.startIndex
-    while position < changes.endIndex {
-      switch changes[position] {
-      case .insert(let index, let element):
-        // A run of insertions at consecutive indices.
-        var end = position + 1
-        while end < changes.endIndex, case .insert(index + (end - position), _) = changes[end] { end += 1 }
-        if end - position == 1 {
+    forEachRun { run in
+      switch run {
+      case .insertions(let index, let positions):
+        if positions.count == 1, case .insert(_, let element) = changes[positions.lowerBound] {
           result.insert(element, at: index)
         } else {
           result.insert(
-            contentsOf: changes[position..<end].lazy.map { change -> Element in
+            contentsOf: changes[positions].lazy.map { change -> Element in
               guard case .insert(_, let element) = change else { preconditionFailure() }
               return element
             }, at: index)
         }
+      case .removals(let range):
+        result.removeSubrange(range)
+      case .replace(let index, let new):
+        result[index] = new
+      case .move(let from, let to):
+        let element = result.remove(at: from)
+        result.insert(element, at: to)
+      }
+    }
+    return result
+  }
+
+  /// A step of ``changes`` that an array can take at once.
+  enum Run {
+    /// Insertions at `index`, `index + 1`, …: the changes at `positions`.
+    case insertions(index: Int, positions: Range<Int>)
+    /// Removals of the elements at `range`, at one index or from the highest down.
+    case removals(Range<Int>)
+    case replace(index: Int, new: Element)
+    case move(from: Int, to: Int)
+  }
+
+  /// Calls `body` with the changes in order, runs of insertions at consecutive indices
+  /// and of removals of consecutive elements taken together.
+  func forEachRun(_ body: (Run) -> Void) {
+    var position = changes.startIndex
+    while position < changes.endIndex {
+      switch changes[position] {
+      case .insert(let index, _):
+        var end = position + 1
+        while end < changes.endIndex, case .insert(index + (end - position), _) = changes[end] { end += 1 }
+        body(.insertions(index: index, positions: position..<end))
         position = end
       case .remove(let index, _):
-        // A run of removals at one index, or from one index down.
+        // At one index (ascending elements), or from one index down.
         var end = position + 1
         var count = 1
         var lower = index
@@ -130,18 +158,16 @@ public struct ArrayChangeset<Element> {
           }
           if step < 0 { lower = index - count + 1 }
         }
-        result.removeSubrange(lower..<(lower + count))
+        body(.removals(lower..<(lower + count)))
         position = end
       case .replace(let index, _, let new):
-        result[index] = new
+        body(.replace(index: index, new: new))
         position += 1
       case .move(let from, let to, _):
-        let element = result.remove(at: from)
-        result.insert(element, at: to)
+        body(.move(from: from, to: to))
         position += 1
       }
     }
-    return result
   }
 
   /// The number of elements of the array the changes apply to.
@@ -199,17 +225,17 @@ public struct ArrayChangeset<Element> {
     // that is not an untouched one of the old array.
     var origins = Array(0..<(array.count - inserted + removed))
     var removals: [Int] = []
-    for change in changes {
-      switch change {
-      case .insert(let index, _):
-        origins.insert(-1, at: index)
-      case .remove(let index, _):
-        if origins[index] >= 0 { removals.append(origins[index]) }
-        origins.remove(at: index)
-      case .replace(let index, _, _):
+    forEachRun { run in
+      switch run {
+      case .insertions(let index, let positions):
+        origins.insert(contentsOf: repeatElement(-1, count: positions.count), at: index)
+      case .removals(let range):
+        for origin in origins[range] where origin >= 0 { removals.append(origin) }
+        origins.removeSubrange(range)
+      case .replace(let index, _):
         if origins[index] >= 0 { removals.append(origins[index]) }
         origins[index] = -1
-      case .move(let from, let to, _):
+      case .move(let from, let to):
         let origin = origins.remove(at: from)
         if origin >= 0 { removals.append(origin) }
         origins.insert(-1, at: to)

@@ -80,5 +80,14 @@ private final class IntReplica: Sendable {
       #expect(replica == changeset.array)
     }
     #expect(log.changesets.count == 4)
+    #expect(log.changesets[0].insertions == Array(3..<13))
+    #expect(log.changesets[0].removals.isEmpty)
+    #expect(log.changesets[1].removals == Array(2..<15))
+    #expect(log.changesets[1].insertions == [2])
+    #expect(log.changesets[3].removals == Array(0..<13))
+    #expect(log.changesets[3].insertions.isEmpty)
+    for (changeset, old) in zip(log.changesets.dropFirst(), log.changesets) {
+      expectConsistent(changeset, from: old.array)
+    }
   }
 }
