@@ -99,6 +99,20 @@ public struct ArrayChangeset<Element> {
         "Evented: ArrayChangeset.applied(to:): the changeset fits an array of \(expected) elements, not \(array.count)"
       )
     }
+    if usesBlocks(count: array.count) {
+      var list = BlockList(array)
+      for change in changes {
+        switch change {
+        case .insert(let index, let element): list.insert(element, at: index)
+        case .remove(let index, _): list.remove(at: index)
+        case .replace(let index, _, let new): list[index] = new
+        case .move(let from, let to, let element):
+          list.remove(at: from)
+          list.insert(element, at: to)
+        }
+      }
+      return list.elements
+    }
     var result = array
     forEachRun { run in
       switch run {
@@ -122,6 +136,16 @@ public struct ArrayChangeset<Element> {
       }
     }
     return result
+  }
+
+  /// Whether applying the changes one by one to a `BlockList` beats taking runs on an
+  /// array of `count` elements: when there are many steps that are not runs (a
+  /// shuffle's moves) and the array is large.
+  func usesBlocks(count: Int) -> Bool {
+    guard count > 4_096 && changes.count > 64 else { return false }
+    var steps = 0
+    forEachRun { _ in steps += 1 }
+    return steps > 64
   }
 
   /// A step of ``changes`` that an array can take at once.
@@ -225,20 +249,40 @@ public struct ArrayChangeset<Element> {
     // that is not an untouched one of the old array.
     var origins = Array(0..<(array.count - inserted + removed))
     var removals: [Int] = []
-    forEachRun { run in
-      switch run {
-      case .insertions(let index, let positions):
-        origins.insert(contentsOf: repeatElement(-1, count: positions.count), at: index)
-      case .removals(let range):
-        for origin in origins[range] where origin >= 0 { removals.append(origin) }
-        origins.removeSubrange(range)
-      case .replace(let index, _):
-        if origins[index] >= 0 { removals.append(origins[index]) }
-        origins[index] = -1
-      case .move(let from, let to):
-        let origin = origins.remove(at: from)
-        if origin >= 0 { removals.append(origin) }
-        origins.insert(-1, at: to)
+    if usesBlocks(count: origins.count) {
+      var list = BlockList(origins)
+      for change in changes {
+        switch change {
+        case .insert(let index, _): list.insert(-1, at: index)
+        case .remove(let index, _):
+          let origin = list.remove(at: index)
+          if origin >= 0 { removals.append(origin) }
+        case .replace(let index, _, _):
+          if list[index] >= 0 { removals.append(list[index]) }
+          list[index] = -1
+        case .move(let from, let to, _):
+          let origin = list.remove(at: from)
+          if origin >= 0 { removals.append(origin) }
+          list.insert(-1, at: to)
+        }
+      }
+      origins = list.elements
+    } else {
+      forEachRun { run in
+        switch run {
+        case .insertions(let index, let positions):
+          origins.insert(contentsOf: repeatElement(-1, count: positions.count), at: index)
+        case .removals(let range):
+          for origin in origins[range] where origin >= 0 { removals.append(origin) }
+          origins.removeSubrange(range)
+        case .replace(let index, _):
+          if origins[index] >= 0 { removals.append(origins[index]) }
+          origins[index] = -1
+        case .move(let from, let to):
+          let origin = origins.remove(at: from)
+          if origin >= 0 { removals.append(origin) }
+          origins.insert(-1, at: to)
+        }
       }
     }
     removals.sort()

@@ -127,6 +127,42 @@ private struct Touching: Hashable, Sendable {
     #expect(ArrayChangeset(changes: changes, array: tenChanges).applied(to: old) == tenChanges)
   }
 
+  /// Large changesets with many moves are applied and summarized through a block list.
+  @Test func largeChangesetsWithManyMovesApplyAndSummarize() {
+    var random = SplitMix(seed: 9)
+    let old = Array(0..<6_000)
+    var new = old.shuffled(using: &random)
+    for index in stride(from: 0, to: 6_000, by: 11) { new[index] = -index - 1 }
+    new.removeSubrange(100..<300)
+    let changeset = ArrayChangeset(changes: hashedChanges(from: old, to: new), array: new)
+    #expect(changeset.usesBlocks(count: old.count))
+    #expect(changeset.applied(to: old) == new)
+    expectConsistent(changeset, from: old)
+  }
+
+  @Test func aBlockListInsertsAndRemovesAsAnArrayDoes() {
+    var random = SplitMix(seed: 11)
+    var array = Array(0..<1_000)
+    var list = BlockList(array)
+    for step in 0..<20_000 {
+      switch random.next() % 3 {
+      case 0:
+        let index = Int(random.next() % UInt64(array.count + 1))
+        array.insert(step, at: index)
+        list.insert(step, at: index)
+      case 1 where !array.isEmpty:
+        let index = Int(random.next() % UInt64(array.count))
+        #expect(list.remove(at: index) == array.remove(at: index))
+      default:
+        guard !array.isEmpty else { continue }
+        let index = Int(random.next() % UInt64(array.count))
+        array[index] = -step
+        list[index] = -step
+      }
+    }
+    #expect(list.elements == array)
+  }
+
   @Test func assignmentComparesAndHashesElementsOutsideTheLock() {
     let holder = Mutex<ArrayProperty<Touching>?>(nil)
     let touch: @Sendable () -> Void = {
