@@ -91,7 +91,9 @@ public struct ArrayChangeset<Element> {
   ///   not 5`.
   /// - Complexity: O(*n* + *k*) for *n* elements and *k* changes when the changes are
   ///   runs (inserts at consecutive indices, removals of consecutive elements), as bulk
-  ///   mutations and replays record them; O(*n*) for each other insert, remove or move.
+  ///   mutations and replays record them. Other inserts, removes and moves cost O(*n*)
+  ///   each while they are few; with many of them (a shuffle's moves) on a large
+  ///   array, about O(√*n*) each.
   public func applied(to array: [Element]) -> [Element] {
     let expected = previousCount
     if array.count != expected {
