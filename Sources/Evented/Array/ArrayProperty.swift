@@ -315,59 +315,6 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     if let badCount { requirement.fail(operation(), count: badCount) }
     return outcome.unsafelyUnwrapped
   }
-
-  /// Assigns `new`, recording the changes of ``assignment``.
-  ///
-  /// The changes are computed outside the lock, against the array stored when the
-  /// assignment began. If another commit came first meanwhile, they are computed again
-  /// against the newer array; after ``assignmentAttempts`` such tries, the assignment
-  /// commits as a replacement, computed under the lock without comparing elements.
-  @usableFromInline
-  func assign(_ new: [Element]) {
-    for _ in 0..<Self.assignmentAttempts {
-      let (base, version) = hub.storage.withLock { ($0.stored.share(), $0.stored.version) }
-      let changes = assignment(base, new)
-      if commitAssignment(of: new, changes: changes, ifStillAt: version) { return }
-    }
-    commitAssignment(of: new, changes: nil, ifStillAt: nil)
-  }
-
-  /// How many times an assignment computes its changes before it commits as a
-  /// replacement.
-  static var assignmentAttempts: Int { 3 }
-
-  /// Stores `new` and commits `changes` (or, if nil, a replacement of every element),
-  /// unless `version` is given and the stored array is no longer the one it names.
-  ///
-  /// - Returns: false if the stored array changed since `version`.
-  @discardableResult
-  func commitAssignment(of new: [Element], changes: [ArrayChange<Element>]?, ifStillAt version: UInt64?) -> Bool {
-    let token = hub.lockForCommit()
-    let store = token.state
-    if let version, store.pointee.stored.version != version {
-      token.unlock()
-      return false
-    }
-    let changes = changes ?? replacingChanges(from: store.pointee.stored.elements, to: new)
-    guard !changes.isEmpty else {
-      token.unlock()
-      return true
-    }
-    // `new` is its caller's too: the store is shared. The old array is released after
-    // unlocking.
-    var old = new
-    swap(&old, &store.pointee.stored.elements)
-    store.pointee.stored.version &+= 1
-    store.pointee.stored.exposure.isShared = true
-    if let recipients = store.pointee.recipientsOfCommit() {
-      let changeset = ArrayChangeset(changes: changes, array: new)
-      hub.commit(token, to: recipients) { _ in changeset }
-    } else {
-      token.unlock()
-    }
-    withExtendedLifetime(old) {}
-    return true
-  }
 }
 
 extension ArrayProperty where Element: Equatable {

@@ -10,9 +10,9 @@
 // which is again private to the lock. Swift's own uniqueness check is not enough: a
 // buffer whose last outside holder has just released it is unique, but the reads that
 // holder made are ordered before the writer's mutation only through reference counts,
-// which Thread Sanitizer cannot see (TOOLING: copy-on-write snapshots). A new buffer,
-// written only under the lock until it is shared, keeps every access ordered by the
-// lock.
+// which live in the runtime that Thread Sanitizer does not instrument, so it would
+// report a race that is not one. A new buffer, written only under the lock until it
+// is shared, keeps every access ordered by the lock.
 //
 // Versions. Every commit counts up `version`, so that an assignment diffed outside the
 // lock can tell, when it locks again, whether the array it diffed is still the stored
@@ -120,5 +120,82 @@ extension ArrayProperty {
     }
     withExtendedLifetime(leftover) {}
     return (outcome, nil)
+  }
+}
+
+extension ArrayProperty.Batch {
+  /// Takes the stored elements over for the time of the batch.
+  ///
+  /// - Precondition: Called inside the hub's lock; ``finish(into:)`` or
+  ///   ``undo(into:)`` gives the elements back before it is released.
+  @inlinable
+  init(taking store: inout ArrayStore<Element>, isUserBatch: Bool, hasRecipients: Bool) {
+    self.isUserBatch = isUserBatch
+    records = isUserBatch || hasRecipients || !_isPOD(Element.self)
+    mustCopy = store.exposure.isShared
+    swap(&current, &store.elements)
+  }
+
+  /// Gives the elements back to `store`, as changed; returns what to release after
+  /// unlocking.
+  ///
+  /// A user's batch leaves the store shared: its closure may have kept the array or a
+  /// slice of it.
+  @inlinable
+  mutating func finish(into store: inout ArrayStore<Element>) -> ArrayProperty<Element>.Leftover {
+    swap(&current, &store.elements)
+    if changed { store.version &+= 1 }
+    store.exposure.isShared = mustCopy || isUserBatch
+    return ArrayProperty<Element>.Leftover(changes: changes, replaced: replaced, changed: changed)
+  }
+
+  /// Gives the elements back to `store` as they were before the batch; returns what
+  /// to release after unlocking.
+  ///
+  /// - Complexity: Undoes the changes one at a time, in reverse, unless the batch
+  ///   worked on a copy.
+  @inlinable
+  mutating func undo(into store: inout ArrayStore<Element>) -> ArrayProperty<Element>.Leftover {
+    if let original = replaced {
+      // The batch worked on a copy: the shared buffer is unchanged.
+      replaced = current
+      current = original
+    } else {
+      for change in changes.reversed() {
+        switch change {
+        case .insert(let index, _): current.remove(at: index)
+        case .remove(let index, let element): current.insert(element, at: index)
+        case .replace(let index, let old, _): current[index] = old
+        case .move(let from, let to, let element):
+          current.remove(at: to)
+          current.insert(element, at: from)
+        }
+      }
+    }
+    swap(&current, &store.elements)
+    store.exposure.isShared = true
+    return ArrayProperty<Element>.Leftover(changes: changes, replaced: replaced, changed: false)
+  }
+
+  /// Notes a change, and records it if changes are recorded.
+  @inlinable @inline(__always)
+  mutating func record(_ change: ArrayChange<Element>) {
+    changed = true
+    if records { changes.append(change) }
+  }
+
+  /// Makes `current` a buffer of the lock's own before it is changed, with room for
+  /// `extra` more elements.
+  @inlinable @inline(__always)
+  mutating func makeWritable(extra: Int = 0) {
+    if _slowPath(mustCopy) { copyBuffer(extra: extra) }
+  }
+
+  @inlinable @inline(never)
+  mutating func copyBuffer(extra: Int) {
+    let copy = privateCopy(of: current, extra: extra)
+    replaced = current
+    current = copy
+    mustCopy = false
   }
 }
