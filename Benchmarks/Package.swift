@@ -10,6 +10,7 @@ let package = Package(
   dependencies: [
     .package(name: "Evented", path: ".."),
     .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
+    .package(url: "https://github.com/apple/swift-collections", exact: "1.6.0"),
   ],
   targets: [
     .executableTarget(
@@ -17,6 +18,7 @@ let package = Package(
       dependencies: [
         .product(name: "Evented", package: "Evented"),
         .product(name: "OpenCombine", package: "OpenCombine"),
+        .product(name: "OrderedCollections", package: "swift-collections"),
       ]
     )
   ],

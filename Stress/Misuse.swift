@@ -83,6 +83,18 @@ let misuses: [Misuse] = [
   Misuse(name: "array-index-out-of-range", expected: "ArrayProperty.remove(at: 5): index out of range (count 1)") {
     _ = ArrayProperty([1]).remove(at: 5)
   },
+  Misuse(
+    name: "array-range-out-of-range-in-batch", expected: "ArrayProperty.batch: [2..<9]: range out of bounds (count 3)"
+  ) {
+    ArrayProperty([1, 2, 3]).batch { array in _ = array[2..<9] }
+  },
+  Misuse(
+    name: "changeset-applied-to-wrong-array",
+    expected: "ArrayChangeset.applied(to:): the changeset fits an array of 3 elements, not 5"
+  ) {
+    let changeset = ArrayChangeset(changes: [.remove(index: 0, element: 1)], array: [2, 3])
+    _ = changeset.applied(to: [1, 2, 3, 4, 5])
+  },
 ]
 
 /// Commits the misuse named `name`; returns only if it did not stop the program within

@@ -75,6 +75,12 @@ let usage = """
   workloads: \(workloads.map(\.id).joined(separator: ", "))
   peers:     \(Peer.allCases.map(\.rawValue).joined(separator: ", ")) (the floor always runs)
   --profile runs one workload of one peer once, without the harness, for valgrind.
+
+         evented-bench --scale [S1,S2,…]
+         evented-bench --scale-profile S1 PEER|setup
+  --scale runs the arrays-at-scale rows (\(scaleRows.map(\.id).joined(separator: ", "))),
+  three times per peer, and prints medians; --scale-profile runs one peer of one row
+  once for callgrind (setup: only the preparation, to subtract).
   """
 
 func parseOptions(_ arguments: [String]) throws -> Options {
@@ -129,6 +135,14 @@ func log(_ text: String) {
 enum EventedBench {
   static func main() {
     var arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.first == "--scale" {
+      let only = arguments.count > 1 ? Set(arguments[1].lowercased().split(separator: ",").map(String.init)) : nil
+      runArraysAtScale(only: only, repetitions: 3)
+      exit(0)
+    }
+    if arguments.first == "--scale-profile", arguments.count == 3 {
+      exit(profileArraysAtScale(arguments[1], peer: arguments[2]))
+    }
     if arguments.first == memoryChildFlag, arguments.count == 3, let peer = Peer(rawValue: arguments[2]) {
       exit(arguments[1] == "W6" ? memoryChild(peer) : idleMemoryChild(arguments[1], peer))
     }

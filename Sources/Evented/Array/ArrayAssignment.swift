@@ -1,104 +1,67 @@
-// The changes that a whole-array assignment records.
+// The changes that a whole-array assignment records. Each runs outside the property's
+// lock, so the `==` and `hash(into:)` of elements never run under it.
 //
-// Equatable elements: the standard library's `CollectionDifference` (with moves
-// inferred when the elements are also Hashable, as `inferringMoves()` needs),
-// translated into ordered, index-relative changes. A difference's removals are
-// offsets in the old array and its insertions offsets in the new one; applied as
-// the standard library does (removals from the highest offset down, then insertions
-// from the lowest up), every offset is also the index at the moment it applies. A
-// removal and an insertion associated with each other become one `move`, made when the
-// insertion's turn comes; until then the moved element stays where it was. Such waiting
-// elements shift the positions after them, so with moves present the index of an
-// insertion at final offset `n` is taken from the array being built: just after the
-// element whose final offset is `n - 1` (every such element is already placed, since
-// insertions go from the lowest offset up and the untouched elements never move).
+// Hashable elements: `hashedChanges` (ArrayDifference.swift), linear in the lengths.
+//
+// Equatable elements: the standard library's `CollectionDifference`, the exact
+// minimal difference (O((n + m) × d) comparisons for d inserts and removes),
+// translated into ordered, index-relative changes. A difference's removals are offsets
+// in the old array and its insertions offsets in the new one; applied as the standard
+// library does (removals from the highest offset down, then insertions from the lowest
+// up), every offset is also the index at the moment it applies.
 //
 // Other elements: every old element is removed, from the last one down, then every
 // new element is inserted, from the first one up.
+//
+// Committing (`ArrayProperty.assign`): the changes are computed against the array stored
+// when the assignment began, read with its version; the commit takes the lock again and
+// stores the new array only if the version is unchanged. Otherwise the changes are
+// computed again against the newer array; after three tries the assignment commits as
+// a replacement, computed under the lock without user code.
 
 /// Ordered changes that turn `old` into `new`: a minimal difference.
 ///
 /// - Complexity: The difference's cost (O(*n* × *d*) comparisons).
+@inlinable
 func assignmentChanges<Element: Equatable>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
   changes(from: old, applying: new.difference(from: old))
 }
 
-/// Ordered changes that turn `old` into `new`: a minimal difference, moves inferred.
+/// Ordered changes that turn `old` into `new`: a difference with moves inferred,
+/// minimal in the cases the Arrays guide names.
 ///
-/// - Complexity: The difference's cost (O(*n* × *d*) comparisons), plus O(*n*) per
-///   move when there are moves.
+/// - Complexity: O(*n* + *m*); see `hashedChanges`.
+@inlinable
 func assignmentChanges<Element: Hashable>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
-  changes(from: old, applying: new.difference(from: old).inferringMoves())
+  hashedChanges(from: old, to: new)
 }
 
 /// `difference`, computed from `old`, as ordered index-relative changes.
+@inlinable
 func changes<Element>(
   from old: [Element], applying difference: CollectionDifference<Element>
 ) -> [ArrayChange<Element>] {
   if difference.isEmpty { return [] }
-  var removals: [(offset: Int, element: Element, isMove: Bool)] = []
-  var insertions: [(offset: Int, element: Element, movedFrom: Int?)] = []
+  var removals: [(offset: Int, element: Element)] = []
+  var insertions: [(offset: Int, element: Element)] = []
   for change in difference {
     switch change {
-    case .remove(let offset, let element, let associated):
-      removals.append((offset, element, associated != nil))
-    case .insert(let offset, let element, let associated):
-      insertions.append((offset, element, associated))
+    case .remove(let offset, let element, _): removals.append((offset, element))
+    case .insert(let offset, let element, _): insertions.append((offset, element))
     }
   }
   removals.sort { $0.offset > $1.offset }
   insertions.sort { $0.offset < $1.offset }
-
   var changes: [ArrayChange<Element>] = []
   changes.reserveCapacity(removals.count + insertions.count)
-  for removal in removals where !removal.isMove {
-    changes.append(.remove(index: removal.offset, element: removal.element))
-  }
-  let hasMoves = insertions.contains { $0.movedFrom != nil }
-  guard hasMoves else {
-    for insertion in insertions {
-      changes.append(.insert(index: insertion.offset, element: insertion.element))
-    }
-    return changes
-  }
-
-  // Each position of the array being built: the old offset of its element (-1 for an
-  // inserted one) and its final offset (-1 for a moved element not yet moved).
-  var slots = old.indices.map { Slot(origin: $0, final: -1) }
-  let removedOffsets = Set(removals.map(\.offset))
-  let insertedOffsets = Set(insertions.map(\.offset))
-  var nextFinal = 0
-  for origin in old.indices where !removedOffsets.contains(origin) {
-    while insertedOffsets.contains(nextFinal) { nextFinal += 1 }
-    slots[origin].final = nextFinal
-    nextFinal += 1
-  }
-  for removal in removals where !removal.isMove {
-    slots.remove(at: removal.offset)
-  }
-  func index(after final: Int) -> Int {
-    guard final >= 0 else { return 0 }
-    // Every final offset below the current insertion is placed already.
-    return slots.firstIndex { $0.final == final }! + 1
-  }
-  for insertion in insertions {
-    if let origin = insertion.movedFrom {
-      let from = slots.firstIndex { $0.origin == origin && $0.final < 0 }!
-      let slot = slots.remove(at: from)
-      let to = index(after: insertion.offset - 1)
-      slots.insert(Slot(origin: slot.origin, final: insertion.offset), at: to)
-      changes.append(.move(from: from, to: to, element: old[origin]))
-    } else {
-      let at = index(after: insertion.offset - 1)
-      slots.insert(Slot(origin: -1, final: insertion.offset), at: at)
-      changes.append(.insert(index: at, element: insertion.element))
-    }
-  }
+  for removal in removals { changes.append(.remove(index: removal.offset, element: removal.element)) }
+  for insertion in insertions { changes.append(.insert(index: insertion.offset, element: insertion.element)) }
   return changes
 }
 
 /// Changes that remove every element of `old` (from the last down), then insert every
 /// element of `new`.
+@inlinable
 func replacingChanges<Element>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
   var changes: [ArrayChange<Element>] = []
   changes.reserveCapacity(old.count + new.count)
@@ -111,8 +74,57 @@ func replacingChanges<Element>(from old: [Element], to new: [Element]) -> [Array
   return changes
 }
 
-/// One position of the array being built by `assignmentChanges`.
-private struct Slot {
-  var origin: Int
-  var final: Int
+extension ArrayProperty {
+  /// Assigns `new`, recording the changes of ``assignment``.
+  ///
+  /// The changes are computed outside the lock, against the array stored when the
+  /// assignment began. If another commit came first meanwhile, they are computed again
+  /// against the newer array; after ``assignmentAttempts`` such tries, the assignment
+  /// commits as a replacement, computed under the lock without comparing elements.
+  @usableFromInline
+  func assign(_ new: [Element]) {
+    for _ in 0..<Self.assignmentAttempts {
+      let (base, version) = hub.storage.withLock { ($0.stored.share(), $0.stored.version) }
+      let changes = assignment(base, new)
+      if commitAssignment(of: new, changes: changes, ifStillAt: version) { return }
+    }
+    commitAssignment(of: new, changes: nil, ifStillAt: nil)
+  }
+
+  /// How many times an assignment computes its changes before it commits as a
+  /// replacement.
+  static var assignmentAttempts: Int { 3 }
+
+  /// Stores `new` and commits `changes` (or, if nil, a replacement of every element),
+  /// unless `version` is given and the stored array is no longer the one it names.
+  ///
+  /// - Returns: false if the stored array changed since `version`.
+  @discardableResult
+  func commitAssignment(of new: [Element], changes: [ArrayChange<Element>]?, ifStillAt version: UInt64?) -> Bool {
+    let token = hub.lockForCommit()
+    let store = token.state
+    if let version, store.pointee.stored.version != version {
+      token.unlock()
+      return false
+    }
+    let changes = changes ?? replacingChanges(from: store.pointee.stored.elements, to: new)
+    guard !changes.isEmpty else {
+      token.unlock()
+      return true
+    }
+    // `new` is its caller's too: the store is shared. The old array is released after
+    // unlocking.
+    var old = new
+    swap(&old, &store.pointee.stored.elements)
+    store.pointee.stored.version &+= 1
+    store.pointee.stored.exposure.isShared = true
+    if let recipients = store.pointee.recipientsOfCommit() {
+      let changeset = ArrayChangeset(changes: changes, array: new)
+      hub.commit(token, to: recipients) { _ in changeset }
+    } else {
+      token.unlock()
+    }
+    withExtendedLifetime(old) {}
+    return true
+  }
 }

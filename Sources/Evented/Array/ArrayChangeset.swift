@@ -80,29 +80,133 @@ public struct ArrayChangeset<Element> {
   /// Applies ``changes`` in order to `array`.
   ///
   /// Applied to the array this changeset was committed against, the result equals
-  /// ``array``; a subscriber can keep a replica this way.
+  /// ``array``; a subscriber can keep a replica this way (see
+  /// ``ArrayProperty/observeChanges(with:on:fromEmpty:_:)-(_,Delivery,_,_)``).
   ///
   /// - Parameter array: The array before the changes.
   /// - Returns: The array after them.
-  /// - Precondition: Every index is valid for `array` at the point its change applies,
-  ///   as it is for the array the changeset was made from.
-  /// - Complexity: O(*n* × *k*) for *n* elements and *k* changes.
+  /// - Precondition: `array` has as many elements as the array the changeset was made
+  ///   from; otherwise the program stops with a message naming both counts, such as
+  ///   `Evented: ArrayChangeset.applied(to:): the changeset fits an array of 3 elements,
+  ///   not 5`.
+  /// - Complexity: O(*n* + *k*) for *n* elements and *k* changes when the changes are
+  ///   runs (inserts at consecutive indices, removals of consecutive elements), as bulk
+  ///   mutations and replays record them. Other inserts, removes and moves cost O(*n*)
+  ///   each while they are few; with many of them (a shuffle's moves) on a large
+  ///   array, about O(√*n*) each.
   public func applied(to array: [Element]) -> [Element] {
+    let expected = previousCount
+    if array.count != expected {
+      fatalError(
+        "Evented: ArrayChangeset.applied(to:): the changeset fits an array of \(expected) elements, not \(array.count)"
+      )
+    }
+    if usesBlocks(count: array.count) {
+      var list = BlockList(array)
+      for change in changes {
+        switch change {
+        case .insert(let index, let element): list.insert(element, at: index)
+        case .remove(let index, _): list.remove(at: index)
+        case .replace(let index, _, let new): list[index] = new
+        case .move(let from, let to, let element):
+          list.remove(at: from)
+          list.insert(element, at: to)
+        }
+      }
+      return list.elements
+    }
     var result = array
-    for change in changes {
-      switch change {
-      case .insert(let index, let element):
-        result.insert(element, at: index)
-      case .remove(let index, _):
-        result.remove(at: index)
-      case .replace(let index, _, let new):
+    forEachRun { run in
+      switch run {
+      case .insertions(let index, let positions):
+        if positions.count == 1, case .insert(_, let element) = changes[positions.lowerBound] {
+          result.insert(element, at: index)
+        } else {
+          result.insert(
+            contentsOf: changes[positions].lazy.map { change -> Element in
+              guard case .insert(_, let element) = change else { preconditionFailure() }
+              return element
+            }, at: index)
+        }
+      case .removals(let range):
+        result.removeSubrange(range)
+      case .replace(let index, let new):
         result[index] = new
-      case .move(let from, let to, _):
+      case .move(let from, let to):
         let element = result.remove(at: from)
         result.insert(element, at: to)
       }
     }
     return result
+  }
+
+  /// Whether applying the changes one by one to a `BlockList` beats taking runs on an
+  /// array of `count` elements: when there are many steps that are not runs (a
+  /// shuffle's moves) and the array is large.
+  func usesBlocks(count: Int) -> Bool {
+    guard count > 4_096 && changes.count > 64 else { return false }
+    var steps = 0
+    forEachRun { _ in steps += 1 }
+    return steps > 64
+  }
+
+  /// A step of ``changes`` that an array can take at once.
+  enum Run {
+    /// Insertions at `index`, `index + 1`, …: the changes at `positions`.
+    case insertions(index: Int, positions: Range<Int>)
+    /// Removals of the elements at `range`, at one index or from the highest down.
+    case removals(Range<Int>)
+    case replace(index: Int, new: Element)
+    case move(from: Int, to: Int)
+  }
+
+  /// Calls `body` with the changes in order, runs of insertions at consecutive indices
+  /// and of removals of consecutive elements taken together.
+  func forEachRun(_ body: (Run) -> Void) {
+    var position = changes.startIndex
+    while position < changes.endIndex {
+      switch changes[position] {
+      case .insert(let index, _):
+        var end = position + 1
+        while end < changes.endIndex, case .insert(index + (end - position), _) = changes[end] { end += 1 }
+        body(.insertions(index: index, positions: position..<end))
+        position = end
+      case .remove(let index, _):
+        // At one index (ascending elements), or from one index down.
+        var end = position + 1
+        var count = 1
+        var lower = index
+        if end < changes.endIndex, case .remove(let second, _) = changes[end], second == index || second == index - 1 {
+          let step = second - index
+          while end < changes.endIndex, case .remove(let next, _) = changes[end], next == index + step * count {
+            count += 1
+            end += 1
+          }
+          if step < 0 { lower = index - count + 1 }
+        }
+        body(.removals(lower..<(lower + count)))
+        position = end
+      case .replace(let index, _, let new):
+        body(.replace(index: index, new: new))
+        position += 1
+      case .move(let from, let to, _):
+        body(.move(from: from, to: to))
+        position += 1
+      }
+    }
+  }
+
+  /// The number of elements of the array the changes apply to.
+  var previousCount: Int {
+    var count = array.count
+    for change in changes {
+      switch change {
+      case .insert: count -= 1
+      case .remove: count += 1
+      case .replace, .move: break
+      }
+    }
+    return count
   }
 
   /// The indices, in the old array, of the elements that were removed, replaced or
@@ -147,20 +251,40 @@ public struct ArrayChangeset<Element> {
     // that is not an untouched one of the old array.
     var origins = Array(0..<(array.count - inserted + removed))
     var removals: [Int] = []
-    for change in changes {
-      switch change {
-      case .insert(let index, _):
-        origins.insert(-1, at: index)
-      case .remove(let index, _):
-        if origins[index] >= 0 { removals.append(origins[index]) }
-        origins.remove(at: index)
-      case .replace(let index, _, _):
-        if origins[index] >= 0 { removals.append(origins[index]) }
-        origins[index] = -1
-      case .move(let from, let to, _):
-        let origin = origins.remove(at: from)
-        if origin >= 0 { removals.append(origin) }
-        origins.insert(-1, at: to)
+    if usesBlocks(count: origins.count) {
+      var list = BlockList(origins)
+      for change in changes {
+        switch change {
+        case .insert(let index, _): list.insert(-1, at: index)
+        case .remove(let index, _):
+          let origin = list.remove(at: index)
+          if origin >= 0 { removals.append(origin) }
+        case .replace(let index, _, _):
+          if list[index] >= 0 { removals.append(list[index]) }
+          list[index] = -1
+        case .move(let from, let to, _):
+          let origin = list.remove(at: from)
+          if origin >= 0 { removals.append(origin) }
+          list.insert(-1, at: to)
+        }
+      }
+      origins = list.elements
+    } else {
+      forEachRun { run in
+        switch run {
+        case .insertions(let index, let positions):
+          origins.insert(contentsOf: repeatElement(-1, count: positions.count), at: index)
+        case .removals(let range):
+          for origin in origins[range] where origin >= 0 { removals.append(origin) }
+          origins.removeSubrange(range)
+        case .replace(let index, _):
+          if origins[index] >= 0 { removals.append(origins[index]) }
+          origins[index] = -1
+        case .move(let from, let to):
+          let origin = origins.remove(at: from)
+          if origin >= 0 { removals.append(origin) }
+          origins.insert(-1, at: to)
+        }
       }
     }
     removals.sort()

@@ -102,8 +102,8 @@ extension ArrayProperty {
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
-  /// `owner` lives. The current array is not replayed: read ``value`` first, or use
-  /// ``observe(with:on:_:)-(_,Delivery,_)``, to learn the array the first changeset applies to.
+  /// `owner` lives; with `fromEmpty`, first with a changeset that inserts the current
+  /// array into an empty one.
   ///
   /// ```swift
   /// model.friends.observeChanges(with: view) { view, changeset in
@@ -112,50 +112,93 @@ extension ArrayProperty {
   /// }
   /// ```
   ///
+  /// Without `fromEmpty` the current array is not replayed, and reading ``value``
+  /// before subscribing races with other writers. A replica uses `fromEmpty`: every
+  /// changeset it receives applies to the array the one before produced, starting from
+  /// an empty array, with nothing lost or repeated in between, whatever other threads
+  /// write meanwhile.
+  ///
+  /// ```swift
+  /// final class Replica: Sendable {
+  ///   let rows = Mutex<[Friend]>([])
+  /// }
+  /// let replica = Replica()
+  /// model.friends.observeChanges(with: replica, fromEmpty: true) { replica, changeset in
+  ///   replica.rows.withLock { $0 = changeset.applied(to: $0) }
+  /// }
+  /// ```
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** One changeset per commit, in commit order. With `fromEmpty`, the
+  ///   first changeset is taken from the array at the instant the subscription takes
+  ///   effect, atomically with it.
+  /// - **Reentrancy:** The handler may read, mutate, subscribe and cancel; a commit made
+  ///   inside it is delivered after the current delivery pass.
+  /// - **Lifetime:** Ends when `owner` deinitializes, or on ``Subscription/cancel()``.
+  ///
   /// - Parameters:
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes.
   ///   - delivery: Where the handler runs.
+  ///   - fromEmpty: Whether to deliver first a changeset that inserts every current
+  ///     element, at indices 0, 1, 2, …, into an empty array (false unless given).
   ///   - handler: Called with the owner and each changeset, one per commit, in commit
   ///     order, never concurrently with itself.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
+  /// - Complexity: With `fromEmpty`, O(*n*) under the lock to record the first
+  ///   changeset.
   @discardableResult
   public func observeChanges<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: Delivery = .synchronous,
+    fromEmpty: Bool = false,
     _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .message, on: DeliveryTarget(delivery), owned: handler)
+    hub.observe(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: Self.replay(fromEmpty: fromEmpty),
+      owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
-  /// from now on, for as long as `owner` lives.
+  /// from now on, for as long as `owner` lives; with `fromEmpty`, first with a
+  /// changeset that inserts the current array into an empty one.
   @discardableResult
   public func observeChanges<Owner: AnyObject & Sendable>(
     with owner: Owner,
     on delivery: MainActorDelivery,
+    fromEmpty: Bool = false,
     _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .message, on: .main, owned: onMain(handler))
+    hub.observe(
+      .owner(owner), reading: .message, on: .main, replay: Self.replay(fromEmpty: fromEmpty),
+      owned: onMain(handler))
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
-  /// the returned subscription is kept.
+  /// the returned subscription is kept; with `fromEmpty`, first with a changeset that
+  /// inserts the current array into an empty one.
   public func observeChanges(
     on delivery: Delivery = .synchronous,
+    fromEmpty: Bool = false,
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), handler)
+    hub.observe(
+      .handle, reading: .message, on: DeliveryTarget(delivery), replay: Self.replay(fromEmpty: fromEmpty),
+      handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
-  /// from now on, for as long as the returned subscription is kept.
+  /// from now on, for as long as the returned subscription is kept; with `fromEmpty`,
+  /// first with a changeset that inserts the current array into an empty one.
   public func observeChanges(
     on delivery: MainActorDelivery,
+    fromEmpty: Bool = false,
     _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, onMain(handler))
+    hub.observe(.handle, reading: .message, on: .main, replay: Self.replay(fromEmpty: fromEmpty), onMain(handler))
   }
 
   /// Calls `handler` with the array after the next commit only, if `owner` is still
@@ -277,9 +320,26 @@ extension ArrayProperty {
     return AsyncValues(buffer: buffer)
   }
 
+  /// ``replayFromEmpty(_:)`` if `fromEmpty`, else nil.
+  static func replay(fromEmpty: Bool) -> ((borrowing ArrayStore<Element>) -> ArrayChangeset<Element>)? {
+    if fromEmpty { return replayFromEmpty }
+    return nil
+  }
+
+  /// The message that gives a replica the current array: every element inserted into
+  /// an empty array.
+  @Sendable
+  static func replayFromEmpty(_ store: borrowing ArrayStore<Element>) -> ArrayChangeset<Element> {
+    let array = store.share()
+    var changes: [ArrayChange<Element>] = []
+    changes.reserveCapacity(array.count)
+    for (index, element) in array.enumerated() { changes.append(.insert(index: index, element: element)) }
+    return ArrayChangeset(changes: changes, array: array)
+  }
+
   /// The message that gives a new subscription the current array.
   @Sendable
-  static func replay(_ array: borrowing [Element]) -> ArrayChangeset<Element> {
-    ArrayChangeset(changes: [], array: copy array)
+  static func replay(_ store: borrowing ArrayStore<Element>) -> ArrayChangeset<Element> {
+    ArrayChangeset(changes: [], array: store.share())
   }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 // `readOnly`: the array as a derived `ReadOnlyProperty<[Element]>`, so that `map`,
 // `combineLatest` and `flatMapLatest` work on it. Its node subscribes to the array's
 // hub like any observer and commits each changeset's resulting array to its own hub.
@@ -46,7 +48,40 @@ extension ArrayProperty {
 
   /// A node that follows this array.
   private func makeViewNode() -> DerivedProperty<[Element]> {
-    let hub = hub
-    return DerivedProperty(roots: [HubRoot(hub, committedValue: { $0.array })], isDuplicate: nil) { $0.read(hub) }
+    let root = ArrayRoot(hub)
+    return DerivedProperty(roots: [root], isDuplicate: nil) { $0.pin(root).value as! [Element] }
+  }
+}
+
+/// An array as the root of derived values: its store's version, and the array shared
+/// out of the lock.
+@usableFromInline
+final class ArrayRoot<Element: Sendable>: Root {
+  @usableFromInline let hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>
+
+  @usableFromInline init(_ hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>) {
+    self.hub = hub
+  }
+
+  @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
+
+  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
+    hub.storage.withLock { ($0.stored.version, $0.stored.share()) }
+  }
+
+  @usableFromInline var version: UInt64 { hub.storage.withLock { $0.stored.version } }
+
+  @usableFromInline func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+  ) -> SubscriptionCore {
+    // Every commit after the subscription counts the store's version up by one and
+    // reaches this subscription, in commit order.
+    let version = Atomic<UInt64>(0)
+    let entry = RootEntry<ArrayChangeset<Element>>(node: node) { [self] owner, changeset in
+      let committed = version.add(1, ordering: .relaxed).newValue
+      refresh(owner, Snapshot.Pin(root: self, version: committed, value: changeset.array))
+    }
+    hub.subscribe(entry) { state in version.store(state.stored.version, ordering: .relaxed) }
+    return entry
   }
 }

@@ -11,11 +11,13 @@ import Synchronization
 /// friends.value = ["Cy", "Bo", "Di"]                       // a minimal diff
 /// ```
 ///
-/// Mutators have Array's names and results. Whole-array assignment through ``value``
-/// records a minimal difference when the elements are `Equatable` (the standard
-/// library's `CollectionDifference`, with moves inferred when they are also
-/// `Hashable`; an equal array notifies nobody), and otherwise removes every old
-/// element and inserts every new one. A mutation that changes nothing (`removeAll()`
+/// Mutators have Array's names, results and costs: a mutation works on the stored
+/// array in place unless someone else may hold it (see "Cost" in the Arrays guide).
+/// Whole-array assignment through ``value`` records a difference, computed outside the
+/// lock: for `Hashable` elements in O(*n* + *m*) time, with moves inferred, minimal in
+/// the cases the Arrays guide names; for `Equatable` elements the standard library's
+/// exact `CollectionDifference`, O((*n* + *m*) × *d*); an equal array notifies nobody.
+/// Other elements are all removed and inserted anew. A mutation that changes nothing (`removeAll()`
 /// of an empty array, a move to the same index, an empty `append(contentsOf:)`, a
 /// batch that records nothing) notifies nobody. Replacing an element through the
 /// subscript always records a replacement, even with an equal element: only
@@ -40,25 +42,26 @@ import Synchronization
 ///   on this property or any other. A change made inside a handler is committed at
 ///   once and delivered after the current delivery pass. A subscription made while a
 ///   batch runs receives the array before or after the whole batch, never part of it.
-///   Two pieces of user code run under the property's lock: the closure given to
-///   ``batch(_:)`` and, for `Equatable` elements, the `==` that whole-array assignment
-///   uses to compute the difference. They must not use this property (doing so stops
-///   the program with a message) and should not use other sources.
+///   One piece of user code runs under the property's lock: the closure given to
+///   ``batch(_:)``, with the `==` and `hash(into:)` it calls. It must not use this
+///   property (doing so stops the program with a message) and should not use other
+///   sources. Whole-array assignment compares and hashes elements outside the lock.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old arrays and removed elements are released outside
 ///   the lock.
 public final class ArrayProperty<Element: Sendable>: Sendable {
-  @usableFromInline let hub: Hub<ArrayChangeset<Element>, [Element]>
+  @usableFromInline let hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>
   /// The changes of a whole-array assignment: a difference for `Equatable` elements.
   @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
   /// The node behind ``readOnly``, made by its first read.
   let view = AtomicLazyReference<DerivedProperty<[Element]>>()
 
+  @usableFromInline
   init(
     elements: [Element], backlogLimit: Int,
     assignment: @escaping @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
   ) {
-    hub = Hub.make(elements, backlogLimit: backlogLimit)
+    hub = Hub.make(ArrayStore(elements), backlogLimit: backlogLimit)
     self.assignment = assignment
   }
 
@@ -71,28 +74,38 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///     delivering for this property (1,024 unless given). At the limit, a mutation or
   ///     a replaying subscribe from a thread that is not running a handler or
   ///     delivering waits until there is room; see "Overload" in the guarantees guide.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { replacingChanges(from: $0, to: $1) })
   }
 
   /// The current array. Setting it is a whole-array assignment: one changeset, which
-  /// for `Equatable` elements is a minimal difference.
+  /// for `Equatable` elements is a difference (see the type's summary).
   ///
+  /// The difference is computed outside the lock, against the array stored when the
+  /// assignment began; if another commit came first meanwhile, it is computed again
+  /// against the newer array, and after three tries the assignment commits as a
+  /// replacement of every element. Reading copies nothing, but the next mutation
+  /// copies the elements once, since the caller may hold them.
+  ///
+  /// - Complexity: Setting: O(*n* + *m*) for `Hashable` elements (plus O(*k* log *k*)
+  ///   when *k* kept elements change order); O((*n* + *m*) × *d*) comparisons for
+  ///   `Equatable` ones, *d* being the number of insertions and removals.
   /// - Note: `value.append(x)` reads, then assigns: two critical sections. Use the
   ///   property's own ``append(_:)`` or ``batch(_:)``.
   @inlinable
   public var value: [Element] {
-    get { hub.read { copy $0 } }
+    get { hub.storage.withLock { $0.stored.share() } }
     set { assign(newValue) }
   }
 
   /// The number of elements.
   @inlinable
-  public var count: Int { hub.read { $0.count } }
+  public var count: Int { hub.read { $0.elements.count } }
 
   /// Whether the array is empty.
   @inlinable
-  public var isEmpty: Bool { hub.read { $0.isEmpty } }
+  public var isEmpty: Bool { hub.read { $0.elements.isEmpty } }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
   ///
@@ -101,7 +114,9 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @inlinable
   public subscript(index: Int) -> Element {
     get {
-      let element = hub.read { array -> Element? in index >= 0 && index < array.count ? array[index] : nil }
+      let element = hub.read { store -> Element? in
+        index >= 0 && index < store.elements.count ? store.elements[index] : nil
+      }
       guard let element else { badInput("[\(index)]", count: count) }
       return element
     }
@@ -111,8 +126,23 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   }
 
   /// Appends `element`.
+  ///
+  /// - Complexity: Amortized O(1) when nobody else holds the array: no observer, and
+  ///   no array read through ``value`` or delivered since the last mutation. Otherwise
+  ///   the elements are copied once, O(*n*).
   @inlinable
   public func append(_ element: Element) {
+    // Performance: "Arrays at scale" (S5). Without subscribers and with a buffer of the
+    // lock's own, an append needs neither a batch nor a changeset.
+    let token = hub.lockForCommit()
+    let store = token.state
+    if !store.pointee.stored.exposure.isShared && store.pointee.recipientsOfCommit() == nil {
+      store.pointee.stored.elements.append(element)
+      store.pointee.stored.version &+= 1
+      token.unlock()
+      return
+    }
+    token.unlock()
     perform("append(_:)", .none) { $0.append(element) }
   }
 
@@ -231,28 +261,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   public func batch<Result, Failure: Error>(
     _ body: (inout Batch) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    let (outcome, leftover) = hub.commit {
-      stored -> ((Swift.Result<Result, Failure>, Leftover), ArrayChangeset<Element>?) in
-      var batch = Batch(stored, isUserBatch: true)
-      let result: Result
-      do throws(Failure) {
-        result = try body(&batch)
-      } catch {
-        return ((.failure(error), .batch(batch)), nil)
-      }
-      let (old, changeset) = Self.commit(batch, to: &stored)
-      return ((.success(result), .array(old)), changeset)
-    }
-    _ = leftover
-    return try outcome.get()
-  }
-
-  /// What a commit takes out of the lock, to release after unlocking: the old array,
-  /// or a thrown-away batch with the elements it recorded.
-  @usableFromInline
-  enum Leftover {
-    case array([Element]?)
-    case batch(Batch)
+    try mutate(isUserBatch: true, body).0.unsafelyUnwrapped
   }
 
   /// What a mutation needs of the array's count.
@@ -302,43 +311,9 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     _ requirement: Requirement,
     _ body: (inout Batch) -> Outcome
   ) -> Outcome {
-    let (outcome, badCount, old) = hub.commit {
-      stored -> ((Outcome?, Int?, [Element]?), ArrayChangeset<Element>?) in
-      guard requirement.isMet(byCount: stored.count) else { return ((nil, stored.count, nil), nil) }
-      var batch = Batch(stored, isUserBatch: false)
-      let outcome = body(&batch)
-      let (old, changeset) = Self.commit(batch, to: &stored)
-      return ((outcome, nil, old), changeset)
-    }
-    _ = old
+    let (outcome, badCount) = mutate(isUserBatch: false, check: { requirement.isMet(byCount: $0) }, body)
     if let badCount { requirement.fail(operation(), count: badCount) }
-    return outcome!
-  }
-
-  /// Stores what `batch` did; returns the old array, to release after unlocking, and
-  /// the changeset, or nils if the batch recorded nothing.
-  ///
-  /// - Precondition: Called inside the hub's lock.
-  @inlinable
-  static func commit(_ batch: Batch, to stored: inout [Element]) -> ([Element]?, ArrayChangeset<Element>?) {
-    guard !batch.changes.isEmpty else { return (nil, nil) }
-    // Assigned, never mutated in place: the old array may be held by readers.
-    let old = stored
-    stored = batch.array
-    return (old, ArrayChangeset(changes: batch.changes, array: batch.array))
-  }
-
-  /// Assigns `new`, recording the changes of ``assignment``.
-  @inlinable
-  func assign(_ new: [Element]) {
-    let old = hub.commit { stored -> ([Element]?, ArrayChangeset<Element>?) in
-      let changes = assignment(stored, new)
-      guard !changes.isEmpty else { return (nil, nil) }
-      let old = stored
-      stored = new
-      return (old, ArrayChangeset(changes: changes, array: new))
-    }
-    _ = old
+    return outcome.unsafelyUnwrapped
   }
 }
 
@@ -350,6 +325,7 @@ extension ArrayProperty where Element: Equatable {
   ///   - elements: The initial array.
   ///   - backlogLimit: How many committed changesets may wait for the delivering thread
   ///     (1,024 unless given), as for the initializer of any array property.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }
@@ -363,6 +339,7 @@ extension ArrayProperty where Element: Hashable {
   ///   - elements: The initial array.
   ///   - backlogLimit: How many committed changesets may wait for the delivering thread
   ///     (1,024 unless given), as for the initializer of any array property.
+  @inlinable
   public convenience init(_ elements: [Element], backlogLimit: Int = 1_024) {
     self.init(elements: elements, backlogLimit: backlogLimit, assignment: { assignmentChanges(from: $0, to: $1) })
   }

@@ -73,7 +73,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       let committed = version.add(1, ordering: .relaxed).newValue
       refresh(owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message)))
     }
-    hub.subscribe(entry) { version.store($0, ordering: .relaxed) }
+    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
     return entry
   }
 }

@@ -234,14 +234,15 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     garbage.dispose()
   }
 
-  /// Adds `entry` and passes `start` the version of the stored value at that instant,
-  /// under the lock, before any delivery can reach `entry`: the first commit `entry`
-  /// receives has the next version.
-  @usableFromInline func subscribe(_ entry: Entry<Message>, startingAt start: (UInt64) -> Void) {
+  /// Adds `entry` and passes `start` the state at that instant, under the lock, before
+  /// any delivery can reach `entry`: for reading the version the first commit that
+  /// `entry` receives follows.
+  @usableFromInline func subscribe(_ entry: Entry<Message>, startingAt start: (inout HubState<Message, Stored>) -> Void)
+  {
     var garbage = Garbage<Message>()
     let token = storage.lock()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
-    start(token.state.pointee.version)
+    start(&token.state.pointee)
     token.unlock()
     garbage.dispose()
   }

@@ -47,22 +47,6 @@ let actorOverloadMemoryGrowth = 64 << 20
 /// The peak and longest figures, printed after the scenario's line.
 let actorOverloadFigures = Guarded<String>("")
 
-/// The resident set of this process, in bytes, from `/proc/self/statm`; 0 elsewhere.
-private func residentSetBytes() -> Int {
-  #if os(Linux)
-    guard let file = fopen("/proc/self/statm", "r") else { return 0 }
-    defer { fclose(file) }
-    var buffer = [CChar](repeating: 0, count: 128)
-    guard fgets(&buffer, Int32(buffer.count), file) != nil else { return 0 }
-    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    let fields = text.split(separator: " ")
-    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
-    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-  #else
-    return 0
-  #endif
-}
-
 /// Raises `atomic` to `value` if it is lower.
 private func raise(_ atomic: borrowing Atomic<Int>, to value: Int) {
   var current = atomic.load(ordering: .relaxed)
@@ -72,11 +56,6 @@ private func raise(_ atomic: borrowing Atomic<Int>, to value: Int) {
     if exchanged { return }
     current = original
   }
-}
-
-private func spin(microseconds: UInt64) {
-  let end = now() + microseconds * 1_000
-  while now() < end {}
 }
 
 /// Checks one slow handler subscription; its invocations run one at a time.
@@ -144,7 +123,7 @@ let actorOverload = Scenario(
   let events = ActorEventSource<StormEvent>(backlogLimit: actorOverloadLimit)
   let shared = ActorOverloadShared()
   let writerCount = max(2, run.threads / 2)
-  let startMemory = residentSetBytes()
+  let startMemory = residentBytes()
   shared.peakMemory.store(startMemory, ordering: .relaxed)
 
   @Sendable func spawn(_ body: @escaping @Sendable () async -> Void) {
@@ -206,7 +185,7 @@ let actorOverload = Scenario(
         shared.eventsSent.wrappingAdd(1, ordering: .releasing)
         ThreadState.current.count(2)
         calls += 1
-        if calls % 256 == 0 { raise(shared.peakMemory, to: residentSetBytes()) }
+        if calls % 256 == 0 { raise(shared.peakMemory, to: residentBytes()) }
       }
     }
   }
@@ -231,7 +210,7 @@ let actorOverload = Scenario(
   if !run.eventually(within: 10, { shared.tasksRunning.load(ordering: .relaxed) == 0 }) {
     run.violation("actor-overload: writer or churn tasks did not finish: a sender waits for good")
   }
-  raise(shared.peakMemory, to: residentSetBytes())
+  raise(shared.peakMemory, to: residentBytes())
 
   let value = blockingResult { await counter.value } ?? -2
   for watcher in valueWatchers {

@@ -4,10 +4,14 @@
 //
 // A changeset subscription starts its replica from the array of the first changeset
 // it receives; every later changeset, applied to the replica, must give that
-// changeset's array. Some synchronous handlers also mutate the array themselves.
+// changeset's array. Two replicas (one synchronous, one on a queue) instead start
+// empty and are subscribed with `fromEmpty: true` by a worker while the others write:
+// their first changeset must apply to the empty array. Some synchronous handlers also
+// mutate the array themselves.
 //
 // Invariants:
-// - each changeset applied to a subscription's replica reproduces `changeset.array`,
+// - each changeset applied to a subscription's replica reproduces `changeset.array`
+//   (for a replica from empty, starting with the first one),
 //   and its summaries are consistent (the elements outside `removals` of the old
 //   array are those outside `insertions` of the new one);
 // - at every checkpoint and at the end, every long-lived replica, and the last array
@@ -23,9 +27,19 @@ import Synchronization
 /// Replays the changesets of one subscription onto a replica.
 final class ReplicaWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `replica` is guarded; the rest is touched only by the handler.
-  private let replica = Guarded<[Int]?>(nil)
+  private let replica: Guarded<[Int]?>
   /// Changesets applied so far, to report where a replay broke.
   private var applied = 0
+  /// Whether the watcher is subscribed yet (a replica from empty subscribes late).
+  let isSubscribed: Atomic<Bool>
+
+  /// A watcher whose replica is taken from the first changeset, or, with `startsEmpty`,
+  /// one that starts empty and is subscribed later, with `fromEmpty: true`.
+  init(run: ScenarioRun, label: String, startsEmpty: Bool = false) {
+    replica = Guarded(startsEmpty ? [] : nil)
+    isSubscribed = Atomic(!startsEmpty)
+    super.init(run: run, label: label)
+  }
 
   /// One changeset: the first sets the replica, every later one must apply to it.
   func see(_ changeset: ArrayChangeset<Int>) {
@@ -177,13 +191,20 @@ let arrays = Scenario(
     })
   watchers.append((reentrant, false))
 
+  // Replicas from empty, subscribed by worker 0 while the others write.
+  let fromEmpty = [
+    ReplicaWatcher(run: run, label: "replica from empty", startsEmpty: true),
+    ReplicaWatcher(run: run, label: "replica from empty on a queue", startsEmpty: true),
+  ]
+  watchers += [(fromEmpty[0], false), (fromEmpty[1], true)]
+
   /// Every replica equals `value`; queue watchers get time. After one failure, only
   /// the final check runs, so that a broken build fails fast.
   var failed = false
   func converge(_ when: String) {
     if failed && when != "at the end" { return }
     let value = property.value
-    for (watcher, onQueue) in watchers {
+    for (watcher, onQueue) in watchers where watcher.isSubscribed.load(ordering: .acquiring) {
       // A queue subscription's backlog is not bounded by the source (it is in the
       // dispatch queue), so a debug build under load may need seconds to drain it. A
       // lost changeset never converges (and breaks the replay of the next one).
@@ -201,8 +222,17 @@ let arrays = Scenario(
     var sequence = 0
     // A copy: the reentrant handler uses the thread's generator while `mutate` runs.
     var random = worker.thread.random
+    let subscribeAt = worker.index == 0 ? 1 + random.below(50) : -1
     while worker.proceed() {
       sequence += 1
+      if sequence == subscribeAt {
+        worker.at(.subscribe)
+        for (watcher, delivery) in zip(fromEmpty, [Delivery.synchronous, .queue(serial)]) {
+          property.observeChanges(with: anchor, on: delivery, fromEmpty: true) { _, changeset in watcher.see(changeset)
+          }
+          watcher.isSubscribed.store(true, ordering: .releasing)
+        }
+      }
       let roll = random.below(100)
       if roll < 90 {
         mutate(property, &random, tag: (worker.index + 1) * 1_000_000 + sequence * 10, worker: worker)
@@ -227,6 +257,12 @@ let arrays = Scenario(
       subscription.cancel()
       watcher.cancelled.store(true, ordering: .releasing)
     }
+  }
+  // A run too short for worker 0 to reach its turn still checks the first changeset.
+  for (watcher, delivery) in zip(fromEmpty, [Delivery.synchronous, .queue(serial)])
+  where !watcher.isSubscribed.load(ordering: .acquiring) {
+    property.observeChanges(with: anchor, on: delivery, fromEmpty: true) { _, changeset in watcher.see(changeset) }
+    watcher.isSubscribed.store(true, ordering: .releasing)
   }
   converge("at the end")
   withExtendedLifetime((anchor, subscriptions)) {}

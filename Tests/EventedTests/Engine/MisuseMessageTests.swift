@@ -24,6 +24,7 @@ import Testing
         "modify-reads-itself", "modify-cycle-across-sources", "cancel-inside-modify-while-handler-waits",
         "backlog-limit-zero", "buffering-limit-negative",
         "two-tasks-iterate-one-sequence", "array-index-out-of-range",
+        "array-range-out-of-range-in-batch", "changeset-applied-to-wrong-array",
       ])
   }
 

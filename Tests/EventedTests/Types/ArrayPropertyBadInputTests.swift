@@ -104,4 +104,35 @@ private func message(_ result: ExitTest.Result?) -> String {
     }
     #expect(message(result).contains("used from inside its own locked section"))
   }
+
+  @Test func aRangeSubscriptOutOfBoundsInsideABatchStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let property = ArrayProperty([1, 2, 3])
+      property.batch { array in
+        array.append(4)
+        _ = array[2..<9]
+      }
+    }
+    #expect(
+      message(result).contains(
+        "Evented: ArrayProperty.batch: [2..<9]: range out of bounds (count 4); nothing of the batch was committed"))
+  }
+
+  @Test func aSliceBeyondTheEndInsideABatchStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let property = ArrayProperty([1, 2, 3])
+      property.batch { array in _ = array[1...3] }
+    }
+    #expect(message(result).contains("Evented: ArrayProperty.batch: [1..<4]: range out of bounds (count 3)"))
+  }
+
+  @Test func applyingAChangesetToAnArrayItDoesNotFitStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let changeset = ArrayChangeset(changes: [.remove(index: 0, element: 1)], array: [2, 3])
+      _ = changeset.applied(to: [1, 2, 3, 4, 5])
+    }
+    #expect(
+      message(result).contains("Evented: ArrayChangeset.applied(to:): the changeset fits an array of 3 elements, not 5")
+    )
+  }
 }
