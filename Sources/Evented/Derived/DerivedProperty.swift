@@ -59,6 +59,8 @@ final class DerivedProperty<Value: Sendable>: Sendable {
   @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.
   @usableFromInline let generation = Atomic<UInt>(0)
+  /// Observation's view of this value (see ObservationSite.swift).
+  @usableFromInline let observation = ObservationSlot()
 
   @usableFromInline init(
     initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value

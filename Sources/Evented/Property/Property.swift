@@ -12,6 +12,12 @@
 /// property wrapper: `@Property var name = ""` reads and writes the value, and
 /// `$name` is a ``ReadOnlyProperty`` that outside code can observe but not write.
 ///
+/// A property is `Observable`: a SwiftUI view, `withObservationTracking` or
+/// `Observations` that reads ``value`` is notified once after each commit that changes
+/// it, whichever thread wrote it; an equal write notifies nobody. A property no
+/// tracking scope has read since its last change pays one atomic load per write for
+/// this. The guide `ObservationAndSwiftUI.md` shows it with SwiftUI.
+///
 /// ## Concurrency
 ///
 /// - **Thread safety:** `Sendable`; every member may be called from any thread at any
@@ -30,10 +36,15 @@
 ///   with a message) and should not use other sources.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
+/// - **Observation:** A tracking scope's `onChange` runs on the thread that committed,
+///   after the commit, with no lock held, and reads the new value (an `@Observable`
+///   class calls it before the change, where it reads the old one).
 @propertyWrapper
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// Observation's view of this property (see ObservationSite.swift).
+  @usableFromInline let observation = ObservationSlot()
 
   @usableFromInline
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
@@ -71,7 +82,10 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   p.value }` would deadlock, so it stops the program with a message instead.
   @inlinable
   public var value: Value {
-    get { hub.read { copy $0 } }
+    get {
+      observation.access()
+      return hub.read { copy $0 }
+    }
     set { write(newValue) }
     _modify {
       // On a copy, stored back. If the access is aborted (it threw), the token's end
@@ -81,7 +95,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       let token = hub.lockForCommit()
       next = token.state.pointee.stored
       yield &next
-      hub.change(token, to: next, isDuplicate: isDuplicate)
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
       withExtendedLifetime(next) {}
     }
   }
@@ -100,7 +114,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   public var projectedValue: ReadOnlyProperty<Value> { readOnly }
 
   /// A view that can observe but not write.
-  @inlinable public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(hub: hub) }
+  @inlinable public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(viewing: self) }
 
   /// Changes the value in place, atomically, and notifies once with the old and new
   /// value.
@@ -133,7 +147,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       outcome = .failure(error)
     }
     if case .success = outcome {
-      hub.change(token, to: next, isDuplicate: isDuplicate)
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
     } else {
       token.unlock()
     }
@@ -144,7 +158,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
 
   @inlinable
   func write(_ newValue: Value) {
-    hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate)
+    if hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate) { observation.committed() }
   }
 }
 
