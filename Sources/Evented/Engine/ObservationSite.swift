@@ -5,87 +5,93 @@
 // and, per read, Observation's own check of its thread-local scope.
 //
 // The site of a source (made by its first read, kept for its life) holds an
-// `ObservationRegistrar` and two counters. Observation offers no way to ask whether a
-// read happens inside a scope, so the site asks its own question through the key path
-// it registers: `probe` is a subscript key path whose index counts the calls of its
-// `hash(into:)`, and the registrar hashes it only when a scope records the access (or
-// installs, cancels or notifies a tracking). A read that sees the count move is
+// `ObservationRegistrar` and the state of its probe. Observation offers no way to ask
+// whether a read happens inside a scope, so the site asks its own question through the
+// key path it registers: `probe` is a subscript key path whose index runs code of ours
+// when hashed, and the registrar hashes it only when a scope records the access, or
+// installs, cancels or notifies a tracking. A read that sees the hash count move is
 // tracked, up to a few false alarms from other threads, which cost a wasted step.
 //
-// A tracked read then
-//   1. arms the source: the armed bit of the property's slot word, or, for a derived
-//      value or an array, one subscription that waits for the next change;
-//   2. registers a second key path whose index is a `Ticket` holding the number of
-//      notifications made so far (`epoch`);
-// and only then reads the value (so a commit after the read finds the source armed).
-// A commit that finds the source armed clears the bit, counts a notification and calls
+// A tracked read then arms the source (the armed bit of the property's slot word, or,
+// for a derived value or an array, one subscription that waits for the next change),
+// notes the number of notifications made so far (`epoch`) for the reading thread, and
+// only then reads the value, so a commit after the read finds the source armed. A
+// commit that finds the source armed clears the bit, counts a notification and calls
 // the registrar's `willSet` and `didSet`: at most once per commit, and not at all for
 // an equal write, which commits nothing.
 //
 // The gap Observation leaves: a scope installs its tracking after its closure returns,
 // so a notification between the read and the installation reaches nobody, and the
 // scope waits for a change that already happened (this is how `Observations` over an
-// `@Observable` class misses the final value). The installation hashes each recorded
-// key path under the registrar's lock, so the ticket's `hash(into:)` runs at that
-// moment: if the epoch moved since the read, it schedules one more notification, on a
-// global queue, which runs after the installation completes. Each ticket checks once,
-// at its first hash after the read returned.
+// `@Observable` class misses the final value). The installation hashes the probe under
+// the registrar's lock, on the thread that read: the first hash on that thread after
+// its read compares the epoch it noted with the current one, and if a notification
+// was made in between, schedules one more on a global queue, which runs after the
+// installation completes. (A nested scope's merge also hashes; an outer scope then
+// relies on the inner one's check.)
 //
 // The site never runs user code and takes none of the source's locks; the registrar's
-// callbacks (the scopes' `onChange`) run on the committing thread after the commit,
-// or on a global queue for a repeated notification.
+// callbacks (the scopes' `onChange`) run on the committing thread after the commit, or
+// on a global queue for a repeated notification.
 
 import Dispatch
 import Observation
 import Synchronization
 
-/// The Observation bookkeeping of one source: its registrar and its counters.
+/// The Observation bookkeeping of one source: its registrar and its probe.
 @usableFromInline
 final class ObservationSite: Observable, Sendable {
   @usableFromInline let registrar = ObservationRegistrar()
-  /// How many times the probe's index was hashed.
-  @usableFromInline let probes: ProbeCount
-  /// How many notifications have been made (repeated ones not counted).
-  let epoch = Atomic<UInt>(0)
+  @usableFromInline let state: ProbeState
   /// The key path every tracked read registers, and every notification names.
   @usableFromInline nonisolated(unsafe) let probe: KeyPath<ObservationSite, Int>
   /// Observe mode only: the subscription waiting for the next change.
   let waiting = Lock.make(Subscription?.none)
 
   init() {
-    let probes = ProbeCount()
-    self.probes = probes
-    probe = \ObservationSite[probe: Probe(count: probes)]
+    let state = ProbeState()
+    self.state = state
+    probe = \ObservationSite[probe: Probe(state: state)]
+    state.site = self
   }
 
-  /// The key path targets; Observation never reads them.
+  /// The key path target; Observation never reads it.
   subscript(probe probe: Probe) -> Int { 0 }
-  subscript(ticket ticket: TicketKey) -> Int { 0 }
 
   /// Registers a read with the scope tracking the calling thread, if any.
   ///
   /// - Parameter arm: Called when the read is tracked, before it returns: arms the
   ///   source so that its next commit notifies.
-  /// - Returns: whether the read was tracked (or may have been).
   @inlinable @inline(__always)
   func access(arm: () -> Void) {
-    let before = probes.count.load(ordering: .relaxed)
+    if state.pending.load(ordering: .relaxed) != 0 { return accessWithReadsNoted(arm: arm) }
+    let before = state.hashes.load(ordering: .relaxed)
     registrar.access(self, keyPath: probe)
-    if probes.count.load(ordering: .relaxed) != before { tracked(arm: arm) }
+    if state.hashes.load(ordering: .relaxed) != before { tracked(arm: arm) }
   }
 
-  /// The rest of a tracked read: arm, then register a ticket.
+  /// ``access(arm:)`` while some thread has a read noted: the hash made by this
+  /// access itself must not count as this thread's installation.
+  @usableFromInline func accessWithReadsNoted(arm: () -> Void) {
+    let marked = state.markAccess(true)
+    let before = state.hashes.load(ordering: .relaxed)
+    registrar.access(self, keyPath: probe)
+    let isTracked = state.hashes.load(ordering: .relaxed) != before
+    if marked { _ = state.markAccess(false) }
+    if isTracked { tracked(arm: arm) }
+  }
+
+  /// The rest of a tracked read: arm, and note the epoch for this thread.
   @usableFromInline func tracked(arm: () -> Void) {
-    let ticket = Ticket(site: self, epoch: epoch.load(ordering: .acquiring))
+    let epoch = state.epoch.load(ordering: .acquiring)
     arm()
-    registrar.access(self, keyPath: \ObservationSite[ticket: TicketKey(ticket: ticket)])
-    ticket.open()
+    state.noteRead(epoch: epoch)
   }
 
   /// Notifies the scopes that registered with this site, counting a notification.
   /// Called after a commit, outside every lock.
   @usableFromInline func notify() {
-    epoch.add(1, ordering: .acquiringAndReleasing)
+    state.epoch.add(1, ordering: .acquiringAndReleasing)
     registrar.willSet(self, keyPath: probe)
     registrar.didSet(self, keyPath: probe)
   }
@@ -123,65 +129,75 @@ final class ObservationSite: Observable, Sendable {
   }
 }
 
-/// The number of times a site's probe was hashed.
+/// What a site's probe shares with the site: the hash count, the epoch, and the reads
+/// whose scope has not installed its tracking yet.
 @usableFromInline
-final class ProbeCount: Sendable {
-  @usableFromInline let count = Atomic<UInt>(0)
+final class ProbeState: @unchecked Sendable {
+  // @unchecked Sendable: `site` is written once, by the site's initializer, before the
+  // site is shared; `reads` is guarded by its own lock; the rest are atomics.
+  /// How many times the probe was hashed.
+  @usableFromInline let hashes = Atomic<UInt>(0)
+  /// How many notifications have been made (repeated ones not counted).
+  let epoch = Atomic<UInt>(0)
+  /// How many threads have a read noted in `reads`.
+  @usableFromInline let pending = Atomic<Int>(0)
+  /// The epoch each thread saw at its tracked read, until that thread next hashes the
+  /// probe (the oldest one if it read several times), and whether that thread is
+  /// registering another read now.
+  let reads = Lock.make([(thread: UInt, epoch: UInt, isAccessing: Bool)]())
+  weak var site: ObservationSite?
+
   init() {}
+
+  func noteRead(epoch: UInt) {
+    let thread = currentThreadID()
+    let added = reads.withLock { reads -> Bool in
+      if reads.contains(where: { $0.thread == thread }) { return false }
+      reads.append((thread, epoch, false))
+      return true
+    }
+    if added { pending.add(1, ordering: .releasing) }
+  }
+
+  /// Marks this thread's noted read, if any, as registering another read.
+  ///
+  /// - Returns: whether this thread has a noted read.
+  func markAccess(_ isAccessing: Bool) -> Bool {
+    let thread = currentThreadID()
+    return reads.withLock { reads in
+      guard let index = reads.firstIndex(where: { $0.thread == thread }) else { return false }
+      reads[index].isAccessing = isAccessing
+      return true
+    }
+  }
+
+  /// A hash of the probe: counts, and on a thread with a noted read, checks it.
+  func hashed() {
+    hashes.add(1, ordering: .relaxed)
+    guard pending.load(ordering: .acquiring) > 0 else { return }
+    let thread = currentThreadID()
+    let noted = reads.withLock { reads -> UInt? in
+      guard let index = reads.firstIndex(where: { $0.thread == thread }), !reads[index].isAccessing else {
+        return nil
+      }
+      return reads.remove(at: index).epoch
+    }
+    guard let noted else { return }
+    pending.subtract(1, ordering: .releasing)
+    if epoch.load(ordering: .acquiring) != noted { site?.repeatNotification() }
+  }
 }
 
-/// The index of a site's probe key path: hashing it counts.
+/// The index of a site's probe key path: hashing it runs ``ProbeState/hashed()``.
 @usableFromInline
 struct Probe: Hashable, Sendable {
-  @usableFromInline let count: ProbeCount
+  @usableFromInline let state: ProbeState
 
-  @usableFromInline static func == (lhs: Probe, rhs: Probe) -> Bool { lhs.count === rhs.count }
+  @usableFromInline static func == (lhs: Probe, rhs: Probe) -> Bool { lhs.state === rhs.state }
 
   @usableFromInline func hash(into hasher: inout Hasher) {
-    count.count.add(1, ordering: .relaxed)
-    hasher.combine(ObjectIdentifier(count))
-  }
-}
-
-/// One tracked read: the epoch it saw, checked at the installation of its tracking.
-final class Ticket: Sendable {
-  weak let site: ObservationSite?
-  let epoch: UInt
-  /// 0 while the read is registering, 1 once it returned, 2 once checked.
-  let stage = Atomic<UInt8>(0)
-
-  init(site: ObservationSite, epoch: UInt) {
-    self.site = site
-    self.epoch = epoch
-  }
-
-  func open() { stage.store(1, ordering: .releasing) }
-
-  /// At the first hash after the read: repeats the notification if one was made since.
-  func check() {
-    guard stage.compareExchange(expected: 1, desired: 2, ordering: .acquiringAndReleasing).exchanged,
-      let site, site.epoch.load(ordering: .acquiring) != epoch
-    else { return }
-    site.repeatNotification()
-  }
-}
-
-/// The index of a ticket's key path. Every ticket of one site is equal, so a scope that
-/// reads a source many times records it once.
-struct TicketKey: Hashable, Sendable {
-  let ticket: Ticket
-  let site: ObjectIdentifier
-
-  init(ticket: Ticket) {
-    self.ticket = ticket
-    site = ObjectIdentifier(ticket.site!)
-  }
-
-  static func == (lhs: TicketKey, rhs: TicketKey) -> Bool { lhs.site == rhs.site }
-
-  func hash(into hasher: inout Hasher) {
-    ticket.check()
-    hasher.combine(site)
+    state.hashed()
+    hasher.combine(ObjectIdentifier(state))
   }
 }
 
@@ -205,11 +221,13 @@ struct ObservationSlot: ~Copyable, Sendable {
     Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: word & ~1).unsafelyUnwrapped)
   }
 
-  /// The site, made now if there is none yet.
-  @inlinable var site: ObservationSite {
+  /// The site, made now if there is none yet. The slot keeps it: `body` uses it
+  /// without retaining it (a site weakly referenced pays a slow retain).
+  @inlinable @inline(__always)
+  func withSite<Result>(_ body: (ObservationSite) -> Result) -> Result {
     let word = word.load(ordering: .acquiring)
-    if word != 0 { return Self.site(word).takeUnretainedValue() }
-    return makeSite()
+    if word != 0 { return Self.site(word)._withUnsafeGuaranteedRef(body) }
+    return body(makeSite())
   }
 
   @usableFromInline func makeSite() -> ObservationSite {
@@ -224,14 +242,13 @@ struct ObservationSlot: ~Copyable, Sendable {
   /// A read of a property: registers with a tracking scope, if any, and arms the slot.
   @inlinable @inline(__always)
   func access() {
-    site.access { word.bitwiseOr(1, ordering: .acquiringAndReleasing) }
+    withSite { site in site.access { word.bitwiseOr(1, ordering: .acquiringAndReleasing) } }
   }
 
   /// A read of a source that notifies through a subscription.
   @inlinable @inline(__always)
   func access(following subscribe: (ObservationSite) -> Subscription) {
-    let site = site
-    site.access { site.follow { subscribe(site) } }
+    withSite { site in site.access { site.follow { subscribe(site) } } }
   }
 
   /// After a commit that changed the value, outside every lock: notifies if armed.
