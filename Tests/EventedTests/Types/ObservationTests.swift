@@ -150,8 +150,9 @@ private func track<T>(_ apply: () -> T, fired: Counter, reading read: (@Sendable
           if sum == 2 * last { break }
         }
       }
-      #expect(writer.join())
-      let ended = seen.wait { $0.last == 2 * last }
+      // Waits without blocking a thread of the cooperative pool, which the consumer needs.
+      #expect(await settles { writer.isFinished })
+      let ended = await settles { seen.values.last == 2 * last }
       consumer.cancel()
       #expect(ended, "run \(run) ended on \(seen.values.last ?? -1)")
     }
