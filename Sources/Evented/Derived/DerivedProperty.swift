@@ -90,8 +90,9 @@ final class DerivedProperty<Value: Sendable>: Sendable {
     to source: ReadOnlyProperty<SourceValue>,
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
+    let lazyToken = source.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
-      receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new)
+      withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
     }
     links.withLock { $0.sources.append(entry) }
     source.hub.subscribe(entry, replay: replayCurrent)
@@ -150,8 +151,11 @@ final class DerivedProperty<Value: Sendable>: Sendable {
       if let missing { publish(missing, generation: current) }
       return
     }
+    let lazyToken = target.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
-      unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
+      withExtendedLifetime(lazyToken) {
+        unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
+      }
     }
     links.withLock { state in
       state.inner = entry

@@ -94,6 +94,8 @@ struct HubState<Message: Sendable, Stored> {
 struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var subscribers = SubscriberList<Message>()
   @usableFromInline var queue: DeliveryQueue<Message>
+  /// The hooks of a lazy event source, which makes its core at once (LazyHooks.swift).
+  @usableFromInline var lazy: LazyHooks?
 
   /// Allocates a core; `free` it with its source.
   @usableFromInline static func make(backlogLimit: Int) -> UnsafeMutablePointer<HubCore> {

@@ -45,11 +45,17 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   /// Observation's view of this property (see ObservationSite.swift).
   @usableFromInline let observation = ObservationSlot()
+  /// The hooks of a lazy property (LazyHooks.swift); nil for others.
+  @usableFromInline let lazy: LazyHooks?
 
   @usableFromInline
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
+  init(
+    value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit,
+    lazy: LazyHooks? = nil
+  ) {
     hub = Hub.make(value, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
+    self.lazy = lazy
   }
 
   /// Creates a property that notifies on every write.
@@ -63,6 +69,49 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
+  }
+
+  /// Creates a property that starts something when its first observer arrives and
+  /// stops it when its last observer is gone; notifies on every write.
+  ///
+  /// ```swift
+  /// let location = Property<Coordinate?>(
+  ///   nil, onFirstObserver: { gps.start() }, onLastObserverGone: { gps.stop() })
+  /// ```
+  ///
+  /// Every subscription counts, as for
+  /// ``EventSource/init(backlogLimit:onFirstObserver:onLastObserverGone:)``: `observe`,
+  /// `observeChanges`, `observeOnce`, `values`, and the link of a derived value (a
+  /// `map` of this property counts once, while it lives). Reading ``value`` does not
+  /// count, nor does a SwiftUI view or `withObservationTracking` reading it.
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: As for ``init(_:backlogLimit:)``.
+  ///   - onFirstObserver: Runs when the number of subscriptions rises from zero, before
+  ///     the new subscription is added: a value it writes is the one that subscription
+  ///     receives first.
+  ///   - onLastObserverGone: Runs when the number of subscriptions falls to zero, on
+  ///     the thread that released the last one.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock and may use this property
+  ///   (write, subscribe, cancel) and any other.
+  /// - **Ordering:** The hooks never run concurrently with each other for one
+  ///   property, and run in the order the count crossed zero. An observer that arrives
+  ///   while the stop hook runs gets a start hook after it.
+  /// - **Reentrancy:** A crossing caused by a hook runs its hook after the current one
+  ///   returns, on the same thread.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized.
+  @inlinable
+  public convenience init(
+    _ value: Value, backlogLimit: Int = 1_024, onFirstObserver: @escaping @Sendable () -> Void,
+    onLastObserverGone: @escaping @Sendable () -> Void
+  ) {
+    self.init(
+      value: value, isDuplicate: nil, backlogLimit: backlogLimit,
+      lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
@@ -180,6 +229,27 @@ extension Property where Value: Equatable {
   @inlinable
   public convenience init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
+  }
+
+  /// Creates a lazy property that skips writes equal to the current value (unless
+  /// `skipsDuplicates` is false); see
+  /// ``Property/init(_:backlogLimit:onFirstObserver:onLastObserverGone:)``.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock.
+  /// - **Ordering:** The hooks never run concurrently with each other, and run in the
+  ///   order the count of subscriptions crossed zero.
+  /// - **Reentrancy:** A hook may use this property and any other.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized.
+  @inlinable
+  public convenience init(
+    _ value: Value, skipsDuplicates: Bool = true, backlogLimit: Int = 1_024,
+    onFirstObserver: @escaping @Sendable () -> Void, onLastObserverGone: @escaping @Sendable () -> Void
+  ) {
+    self.init(
+      value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit,
+      lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.
