@@ -6,8 +6,8 @@
 //
 // A lazy property keeps its hooks in the `Property` object; a lazy event source in its
 // hub's core, which it makes at once, in a storage of its own class, so that an idle
-// event source that is not lazy stays as small as before and a subscribe finds the
-// hooks with a class check, without the lock.
+// event source that is not lazy stays as small as before and a subscribe to it pays a
+// class check only (a lazy one reads its hooks under the lock).
 //
 // Counting rides on what every subscription already does. Each subscription of a lazy
 // source captures a `LazyObserverToken` beside its handler (the source's `anchor`); the
@@ -22,9 +22,9 @@
 // with the lock released, until none is left. Crossings made meanwhile, by other
 // threads or by a hook itself, are appended and run by that runner, in order.
 
-/// The storage of a lazy event source's hub: its class says that the core was made,
-/// with the hooks in it, before the source was shared, so the hooks can be read
-/// without the lock.
+/// The storage of a lazy event source's hub: its class says that the hooks are in its
+/// core, so that a subscribe to any other event source learns it has none without the
+/// lock.
 @usableFromInline
 final class LazyHubStorage<Message: Sendable, Stored>: HubStorage<Message, Stored> {}
 
@@ -39,9 +39,13 @@ extension Hub {
 
   /// The hooks of a lazy event source; nil for any other source.
   @inlinable var lazyHooks: LazyHooks? {
-    guard let lazy = storage as? LazyHubStorage<Message, Stored> else { return nil }
-    // Written before the hub was shared, never changed until the source is freed.
-    return lazy.withUnsafeMutablePointerToHeader { $0.pointee.core.unsafelyUnwrapped.pointee.lazy }
+    guard storage is LazyHubStorage<Message, Stored> else { return nil }
+    return lazySourceHooks()
+  }
+
+  /// The hooks in the core of a lazy event source's hub, read under its lock.
+  @usableFromInline func lazySourceHooks() -> LazyHooks? {
+    storage.withLock { $0.core?.pointee.lazy }
   }
 }
 
