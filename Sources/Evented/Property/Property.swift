@@ -87,7 +87,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///
   /// - Parameters:
   ///   - value: The initial value.
-  ///   - backlogLimit: As for ``init(_:backlogLimit:)``.
+  ///   - backlogLimit: How many committed writes may wait for the thread that is
+  ///     delivering for this property (1,024 unless given), as for a property that is
+  ///     not lazy.
   ///   - onFirstObserver: Runs when the number of subscriptions rises from zero, before
   ///     the new subscription is added: a value it writes is the one that subscription
   ///     receives first.
