@@ -86,6 +86,7 @@ public enum StressSuite {
     asyncConsumers,
     actors,
     arrays,
+    observation,
   ]
 
   /// The names and one-line summaries of the scenarios.
