@@ -44,6 +44,8 @@ final class ObservationSite: Observable, Sendable {
   @usableFromInline let registrar = ObservationRegistrar()
   @usableFromInline let state: ProbeState
   /// The key path every tracked read registers, and every notification names.
+  /// (`nonisolated(unsafe)`: a key path is immutable, and its index, `Probe`, is
+  /// `Sendable`; `KeyPath` itself is not declared `Sendable`.)
   @usableFromInline nonisolated(unsafe) let probe: KeyPath<ObservationSite, Int>
   /// Observe mode only: the subscription waiting for the next change.
   let waiting = Lock.make(Subscription?.none)
