@@ -242,7 +242,7 @@ struct ObservationSlot: ~Copyable, Sendable {
   }
 
   /// A read of a property: registers with a tracking scope, if any, and arms the slot.
-  @inlinable @inline(__always)
+  @usableFromInline @inline(never)
   func access() {
     withSite { site in site.access { word.bitwiseOr(1, ordering: .acquiringAndReleasing) } }
   }
