@@ -8,6 +8,7 @@ let package = Package(
     .executable(name: "pipeline", targets: ["Pipeline"]),
     .executable(name: "view-model", targets: ["ViewModel"]),
     .executable(name: "table", targets: ["Table"]),
+    .executable(name: "observation", targets: ["ObservationSideBySide"]),
   ],
   dependencies: [
     .package(name: "Evented", path: "..")
@@ -16,6 +17,8 @@ let package = Package(
     .executableTarget(name: "Pipeline", dependencies: [.product(name: "Evented", package: "Evented")]),
     .executableTarget(name: "ViewModel", dependencies: [.product(name: "Evented", package: "Evented")]),
     .executableTarget(name: "Table", dependencies: [.product(name: "Evented", package: "Evented")]),
+    .executableTarget(
+      name: "ObservationSideBySide", dependencies: [.product(name: "Evented", package: "Evented")]),
   ],
   swiftLanguageModes: [.v6]
 )

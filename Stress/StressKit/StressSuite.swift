@@ -87,6 +87,7 @@ public enum StressSuite {
     actors,
     actorOverload,
     arrays,
+    observation,
   ]
 
   /// The names and one-line summaries of the scenarios.

@@ -36,6 +36,12 @@ let workloads: [Workload] = [
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),
   Workload(id: "W8", title: "memory of an idle Property<Int>, 1,000,000", unit: "B/property", make: nil),
   Workload(id: "W8e", title: "memory of an idle EventSource<Int>, 1,000,000", unit: "B/source", make: nil),
+  Workload(id: "W9", title: "write + read a property, nobody tracking", unit: "ns/pair") {
+    observationBench($0, tracked: false)
+  },
+  Workload(id: "W9t", title: "write + read, a tracking scope registered before each write", unit: "ns/pair") {
+    observationBench($0, tracked: true)
+  },
   Workload(id: "W7", title: "1,000,000 values thread → for await", unit: "ns/value") { asyncBench($0) },
   Workload(
     id: "A1", title: "ArrayProperty: append, then removeLast, 1,000 Ints, 1 subscriber", unit: "ns/mutation",

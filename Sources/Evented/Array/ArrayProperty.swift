@@ -28,6 +28,12 @@ import Synchronization
 /// `Evented: ArrayProperty.remove(at: 5): index out of range (count 3)`, before
 /// anything is committed.
 ///
+/// An array property is `Observable`: reading ``value``, ``count``, ``isEmpty`` or an
+/// element inside a tracking scope (a SwiftUI body, `withObservationTracking`) registers
+/// the access, and the next changeset notifies the scope once, after the commit,
+/// through one subscription the array holds from the tracked read until that changeset
+/// (``observerCount`` counts it). Nothing is paid on any mutation while no scope waits.
+///
 /// ## Concurrency
 ///
 /// - **Thread safety:** `Sendable`; every member may be called from any thread at any
@@ -55,6 +61,8 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @usableFromInline let assignment: @Sendable ([Element], [Element]) -> [ArrayChange<Element>]
   /// The node behind ``readOnly``, made by its first read.
   let view = AtomicLazyReference<DerivedProperty<[Element]>>()
+  /// Observation's view of this array (see ArrayProperty+Observable.swift).
+  @usableFromInline let observation = ObservationSlot()
 
   @usableFromInline
   init(
@@ -95,17 +103,26 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   ///   property's own ``append(_:)`` or ``batch(_:)``.
   @inlinable
   public var value: [Element] {
-    get { hub.storage.withLock { $0.stored.share() } }
+    get {
+      registerAccess()
+      return hub.storage.withLock { $0.stored.share() }
+    }
     set { assign(newValue) }
   }
 
   /// The number of elements.
   @inlinable
-  public var count: Int { hub.read { $0.elements.count } }
+  public var count: Int {
+    registerAccess()
+    return hub.read { $0.elements.count }
+  }
 
   /// Whether the array is empty.
   @inlinable
-  public var isEmpty: Bool { hub.read { $0.elements.isEmpty } }
+  public var isEmpty: Bool {
+    registerAccess()
+    return hub.read { $0.elements.isEmpty }
+  }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
   ///
@@ -114,6 +131,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @inlinable
   public subscript(index: Int) -> Element {
     get {
+      registerAccess()
       let element = hub.read { store -> Element? in
         index >= 0 && index < store.elements.count ? store.elements[index] : nil
       }

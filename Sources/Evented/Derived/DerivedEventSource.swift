@@ -34,8 +34,9 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
     to source: ReadOnlyEventSource<SourceEvent>,
     _ receive: @escaping @Sendable (DerivedEventSource<Event>, SourceEvent) -> Void
   ) {
+    let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, SourceEvent>(owner: self, target: nil) { owner, event in
-      receive(unsafeDowncast(owner, to: DerivedEventSource<Event>.self), event)
+      withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedEventSource<Event>.self), event) }
     }
     links.withLock { $0.append(entry) }
     source.hub.subscribe(entry)

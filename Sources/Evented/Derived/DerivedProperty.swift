@@ -94,6 +94,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.
   @usableFromInline let generation = Atomic<UInt>(0)
+  /// Observation's view of this value (see ObservationSite.swift).
+  @usableFromInline let observation = ObservationSlot()
 
   /// A computed node: its value is `body` applied to a consistent snapshot of `roots`.
   @usableFromInline init(
@@ -251,8 +253,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     to source: ReadOnlyProperty<SourceValue>,
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
+    let lazyToken = source.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
-      receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new)
+      withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
     }
     links.withLock { $0.sources.append(entry) }
     source.derived?.willObserve()
@@ -303,8 +306,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       if let missing { publish(missing, generation: current) }
       return
     }
+    let lazyToken = target.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
-      unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
+      withExtendedLifetime(lazyToken) {
+        unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
+      }
     }
     links.withLock { state in
       state.inner = entry

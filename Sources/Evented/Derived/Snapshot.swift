@@ -49,9 +49,15 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// notified). Boxed by the closure, so that a large value is not copied on the way.
   @usableFromInline let committedValue: (@Sendable (Message) -> any Sendable)?
 
-  @usableFromInline init(_ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?) {
+  /// The hooks of a lazy property: a derived value following it counts as its observer.
+  @usableFromInline let lazy: LazyHooks?
+
+  @usableFromInline init(
+    _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
+  ) {
     self.hub = hub
     self.committedValue = committedValue
+    self.lazy = lazy
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
@@ -69,7 +75,9 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     // Every commit after the subscription bumps the version by one and reaches this
     // subscription, in commit order: counting them gives each one's version.
     let version = Atomic<UInt64>(0)
+    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
     let entry = RootEntry<Message>(node: node) { [self] owner, message in
+      withExtendedLifetime(lazyToken) {}
       let committed = version.add(1, ordering: .relaxed).newValue
       refresh(owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message)))
     }
@@ -123,8 +131,8 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 
 extension HubRoot where Message == Update<Stored> {
   /// The root of a property's hub.
-  @usableFromInline convenience init(property hub: Hub<Message, Stored>) {
-    self.init(hub, committedValue: { $0.new })
+  @usableFromInline convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
+    self.init(hub, committedValue: { $0.new }, lazy: lazy)
   }
 }
 

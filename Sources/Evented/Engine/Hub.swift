@@ -328,7 +328,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
 /// The heap object of a `Hub`: its state, with the lock as the tail element.
 @usableFromInline
-final class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Stored>> {
+class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Stored>> {
   /// Ends every subscription without waiting, so that deliveries already submitted to
   /// a queue and not started never run: a source that is gone delivers nothing more.
   /// A handler running on another thread finishes and then releases itself.

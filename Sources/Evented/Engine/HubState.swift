@@ -101,6 +101,8 @@ struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var queue: DeliveryQueue<Message>
   /// The queue subscriptions that are full (QueueDelivery.swift); made by the first one.
   @usableFromInline var pressure: QueuePressure?
+  /// The hooks of a lazy event source, which makes its core at once (LazyHooks.swift).
+  @usableFromInline var lazy: LazyHooks?
 
   /// Allocates a core; `free` it with its source.
   @usableFromInline static func make(backlogLimit: Int) -> UnsafeMutablePointer<HubCore> {

@@ -39,6 +39,50 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
     hub = Hub.make((), backlogLimit: backlogLimit)
   }
 
+  /// Creates a source that starts something when its first observer arrives and stops
+  /// it when its last observer is gone: a socket, a sensor, a file watcher.
+  ///
+  /// ```swift
+  /// let readings = EventSource<Double>(
+  ///   onFirstObserver: { sensor.start() },
+  ///   onLastObserverGone: { sensor.stop() })
+  /// ```
+  ///
+  /// Every subscription counts, whatever made it: `observe`, `observeOnce`, `events`,
+  /// and the subscription a derived source or a read-only view's observer makes. It
+  /// stops counting when its handler is released: on `cancel()`, after a once-only
+  /// delivery, when an event loop ends, on ``removeAllObservers()``, or, for a
+  /// subscription whose owner died, when the source next meets it (a send, a
+  /// subscribe, ``EventSourceProtocol/observerCount``).
+  ///
+  /// - Parameters:
+  ///   - backlogLimit: As for ``init(backlogLimit:)``.
+  ///   - onFirstObserver: Runs when the number of subscriptions rises from zero, on the
+  ///     subscribing thread before `observe` returns (or on the thread running the
+  ///     hooks, if one is). The new subscription is added after it returns, so events
+  ///     it sends synchronously do not reach that subscription.
+  ///   - onLastObserverGone: Runs when the number of subscriptions falls to zero, on
+  ///     the thread that released the last one.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock and may use this source
+  ///   (send, subscribe, cancel) and any other.
+  /// - **Ordering:** The hooks never run concurrently with each other for one source,
+  ///   and run in the order the count crossed zero: start, stop, start, … An observer
+  ///   that arrives while the stop hook runs gets a start hook after it.
+  /// - **Reentrancy:** A crossing caused by a hook (it subscribes or cancels) runs its
+  ///   hook after the current one returns, on the same thread.
+  /// - **Lifetime:** The source keeps the hooks until it is deinitialized.
+  public init(
+    backlogLimit: Int = 1_024, onFirstObserver: @escaping @Sendable () -> Void,
+    onLastObserverGone: @escaping @Sendable () -> Void
+  ) {
+    hub = Hub.makeLazy(
+      (), backlogLimit: backlogLimit,
+      hooks: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
+  }
+
   /// Delivers `event` to every current subscription.
   ///
   /// - Parameter event: The event to broadcast.

@@ -18,8 +18,13 @@ public protocol EventSourceProtocol<Event>: Sendable {
 extension EventSourceProtocol {
   @usableFromInline var hub: Hub<Event, Void> { readOnly.hub }
 
-  /// What every subscription keeps alive: the node of a derived source, or nil.
-  @usableFromInline var anchor: (any AnyObject & Sendable)? { readOnly.derived }
+  /// What every subscription keeps alive: the node of a derived source, a new token
+  /// of a lazy source (it counts the subscription), or nil.
+  @inlinable var anchor: (any AnyObject & Sendable)? {
+    let view = readOnly
+    if let derived = view.derived { return derived }
+    return view.hub.lazyHooks?.token()
+  }
 
   /// The number of subscriptions whose owner is alive.
   ///

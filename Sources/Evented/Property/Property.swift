@@ -12,6 +12,12 @@
 /// property wrapper: `@Property var name = ""` reads and writes the value, and
 /// `$name` is a ``ReadOnlyProperty`` that outside code can observe but not write.
 ///
+/// A property is `Observable`: a SwiftUI view, `withObservationTracking` or
+/// `Observations` that reads ``value`` is notified once after each commit that changes
+/// it, whichever thread wrote it; an equal write notifies nobody. A property no
+/// tracking scope has read since its last change pays one atomic load per write for
+/// this. The guide `ObservationAndSwiftUI.md` shows it with SwiftUI.
+///
 /// ## Concurrency
 ///
 /// - **Thread safety:** `Sendable`; every member may be called from any thread at any
@@ -30,15 +36,26 @@
 ///   with a message) and should not use other sources.
 /// - **Lifetime:** A subscription ends when its owner deinitializes, or on
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
+/// - **Observation:** A tracking scope's `onChange` runs on the thread that committed,
+///   after the commit, with no lock held, and reads the new value (an `@Observable`
+///   class calls it before the change, where it reads the old one).
 @propertyWrapper
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// Observation's view of this property (see ObservationSite.swift).
+  @usableFromInline let observation = ObservationSlot()
+  /// The hooks of a lazy property (LazyHooks.swift); nil for others.
+  @usableFromInline let lazy: LazyHooks?
 
   @usableFromInline
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit) {
+  init(
+    value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit,
+    lazy: LazyHooks? = nil
+  ) {
     hub = Hub.make(value, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
+    self.lazy = lazy
   }
 
   /// Creates a property that notifies on every write.
@@ -52,6 +69,51 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
+  }
+
+  /// Creates a property that starts something when its first observer arrives and
+  /// stops it when its last observer is gone; notifies on every write.
+  ///
+  /// ```swift
+  /// let location = Property<Coordinate?>(
+  ///   nil, onFirstObserver: { gps.start() }, onLastObserverGone: { gps.stop() })
+  /// ```
+  ///
+  /// Every subscription counts, as for
+  /// ``EventSource/init(backlogLimit:onFirstObserver:onLastObserverGone:)``: `observe`,
+  /// `observeChanges`, `observeOnce`, `values`, and the link of a derived value (a
+  /// `map` of this property counts once, while it lives). Reading ``value`` does not
+  /// count, nor does a SwiftUI view or `withObservationTracking` reading it.
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: How many committed writes may wait for the thread that is
+  ///     delivering for this property (1,024 unless given), as for a property that is
+  ///     not lazy.
+  ///   - onFirstObserver: Runs when the number of subscriptions rises from zero, before
+  ///     the new subscription is added: a value it writes is the one that subscription
+  ///     receives first.
+  ///   - onLastObserverGone: Runs when the number of subscriptions falls to zero, on
+  ///     the thread that released the last one.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock and may use this property
+  ///   (write, subscribe, cancel) and any other.
+  /// - **Ordering:** The hooks never run concurrently with each other for one
+  ///   property, and run in the order the count crossed zero. An observer that arrives
+  ///   while the stop hook runs gets a start hook after it.
+  /// - **Reentrancy:** A crossing caused by a hook runs its hook after the current one
+  ///   returns, on the same thread.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized.
+  @inlinable
+  public convenience init(
+    _ value: Value, backlogLimit: Int = 1_024, onFirstObserver: @escaping @Sendable () -> Void,
+    onLastObserverGone: @escaping @Sendable () -> Void
+  ) {
+    self.init(
+      value: value, isDuplicate: nil, backlogLimit: backlogLimit,
+      lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
@@ -71,7 +133,10 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   p.value }` would deadlock, so it stops the program with a message instead.
   @inlinable
   public var value: Value {
-    get { hub.read { copy $0 } }
+    get {
+      observation.access()
+      return hub.read { copy $0 }
+    }
     set { write(newValue) }
     _modify {
       // On a copy, stored back. If the access is aborted (it threw), the token's end
@@ -81,7 +146,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       let token = hub.lockForCommit()
       next = token.state.pointee.stored
       yield &next
-      hub.change(token, to: next, isDuplicate: isDuplicate)
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
       withExtendedLifetime(next) {}
     }
   }
@@ -100,7 +165,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   public var projectedValue: ReadOnlyProperty<Value> { readOnly }
 
   /// A view that can observe but not write.
-  @inlinable public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(hub: hub) }
+  @inlinable public var readOnly: ReadOnlyProperty<Value> { ReadOnlyProperty(viewing: self) }
 
   /// Changes the value in place, atomically, and notifies once with the old and new
   /// value.
@@ -133,7 +198,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       outcome = .failure(error)
     }
     if case .success = outcome {
-      hub.change(token, to: next, isDuplicate: isDuplicate)
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
     } else {
       token.unlock()
     }
@@ -144,7 +209,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
 
   @inlinable
   func write(_ newValue: Value) {
-    hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate)
+    if hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate) { observation.committed() }
   }
 }
 
@@ -166,6 +231,27 @@ extension Property where Value: Equatable {
   @inlinable
   public convenience init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
+  }
+
+  /// Creates a lazy property that skips writes equal to the current value (unless
+  /// `skipsDuplicates` is false); see
+  /// ``Property/init(_:backlogLimit:onFirstObserver:onLastObserverGone:)``.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock.
+  /// - **Ordering:** The hooks never run concurrently with each other, and run in the
+  ///   order the count of subscriptions crossed zero.
+  /// - **Reentrancy:** A hook may use this property and any other.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized.
+  @inlinable
+  public convenience init(
+    _ value: Value, skipsDuplicates: Bool = true, backlogLimit: Int = 1_024,
+    onFirstObserver: @escaping @Sendable () -> Void, onLastObserverGone: @escaping @Sendable () -> Void
+  ) {
+    self.init(
+      value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit,
+      lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.

@@ -21,8 +21,13 @@ public protocol PropertyProtocol<Value>: Sendable {
 extension PropertyProtocol {
   @usableFromInline var hub: Hub<Update<Value>, Value> { readOnly.hub }
 
-  /// What every subscription keeps alive: the node of a derived value, or nil.
-  @usableFromInline var anchor: (any AnyObject & Sendable)? { readOnly.derived }
+  /// What every subscription keeps alive: the node of a derived value, a new token of
+  /// a lazy property (it counts the subscription), or nil.
+  @inlinable var anchor: (any AnyObject & Sendable)? {
+    let view = readOnly
+    if let derived = view.derived { return derived }
+    return view.viewed?.lazy?.token()
+  }
 
   /// The number of subscriptions whose owner is alive.
   ///

@@ -14,6 +14,13 @@
 /// ``init(_:)``; derived values from `map`, `combineLatest` and `flatMapLatest` on any
 /// ``PropertyProtocol``; constants from ``init(constant:)``.
 ///
+/// It is `Observable`, as ``Property`` is: reading ``value`` inside a tracking scope
+/// registers the access. A view notifies with its property. A derived value notifies
+/// after its next change, through one subscription of its own that it holds from the
+/// tracked read until that change (``PropertyProtocol/observerCount`` counts it); its
+/// transforms read their sources, so the scope also tracks them. A constant never
+/// notifies.
+///
 /// ## Concurrency
 ///
 /// - **Thread safety:** `Sendable`; every member may be called from any thread.
@@ -29,20 +36,30 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   /// The node of a derived value; nil for a view of a property or a constant.
   @usableFromInline let derived: DerivedProperty<Value>?
+  /// The viewed property; nil for a derived value or a constant.
+  @usableFromInline let viewed: Property<Value>?
 
   @usableFromInline init(hub: Hub<Update<Value>, Value>) {
     self.hub = hub
     derived = nil
+    viewed = nil
   }
 
   @usableFromInline init(derived: DerivedProperty<Value>) {
     hub = derived.hub
     self.derived = derived
+    viewed = nil
+  }
+
+  @usableFromInline init(viewing property: Property<Value>) {
+    hub = property.hub
+    derived = nil
+    viewed = property
   }
 
   /// A read-only view of `property`: the same as `property.readOnly`.
   public init(_ property: Property<Value>) {
-    self.init(hub: property.hub)
+    self.init(viewing: property)
   }
 
   /// A property that always has `value`; observing it delivers `value` once.
@@ -58,12 +75,18 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   /// run on every read, on the reading thread.
   @inlinable
   public var value: Value {
-    if let derived { return derived.value }
+    if let derived {
+      derived.observation.access { site in observeChanges { _ in site.changed() } }
+      return derived.value
+    }
+    viewed?.observation.access()
     return hub.read { copy $0 }
   }
 
   /// The roots that a value derived from this one reads (Snapshot.swift).
-  @usableFromInline var roots: [any Root] { derived?.rootsSeenFromAbove ?? [HubRoot(property: hub)] }
+  @usableFromInline var roots: [any Root] {
+    derived?.rootsSeenFromAbove ?? [HubRoot(property: hub, lazy: viewed?.lazy)]
+  }
 
   /// The value in `snapshot`.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {

@@ -1,0 +1,165 @@
+import Evented
+import Testing
+
+/// Records the hooks of a lazy source, and whether two ever ran at once.
+private final class HookLog: Sendable {
+  private let entries = Monitor<(log: [Character], running: Int, overlapped: Bool)>(([], 0, false))
+
+  func enter(_ mark: Character) {
+    entries.withLock { state in
+      if state.running > 0 { state.overlapped = true }
+      state.running += 1
+      state.log.append(mark)
+    }
+  }
+
+  func leave() { entries.withLock { $0.running -= 1 } }
+
+  func hook(_ mark: Character, during body: @escaping @Sendable () -> Void = {}) -> @Sendable () -> Void {
+    {
+      self.enter(mark)
+      body()
+      self.leave()
+    }
+  }
+
+  var log: String { String(entries.current.log) }
+  var overlapped: Bool { entries.current.overlapped }
+
+  func wait(for log: String) -> Bool { entries.wait { String($0.log) == log && $0.running == 0 } }
+}
+
+@Suite struct LazySourceTests {
+  @Test func firstObserverStartsAndLastObserverGoneStops() {
+    let hooks = HookLog()
+    let source = EventSource<Int>(onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    #expect(hooks.log == "")
+    let first = source.observe { _ in }
+    #expect(hooks.log == "+")
+    let second = source.readOnly.observe { _ in }
+    #expect(hooks.log == "+")
+    first.cancel()
+    #expect(hooks.log == "+")
+    second.cancel()
+    #expect(hooks.log == "+-")
+    let third = source.observe { _ in }
+    #expect(hooks.log == "+-+")
+    third.cancel()
+    #expect(hooks.log == "+-+-")
+  }
+
+  @Test func everyKindOfSubscriptionCounts() async {
+    let hooks = HookLog()
+    let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    let once = level.observeOnce { _ in }
+    #expect(hooks.log == "+")
+    level.value = 1
+    #expect(hooks.log == "+-")
+    let doubled = level.map { $0 * 2 }
+    #expect(hooks.log == "+-", "an unobserved derived value follows nothing")
+    let throughMap = doubled.observe { _ in }
+    #expect(hooks.log == "+-+")
+    throughMap.cancel()
+    // The source meets the derived value's subscription, unobserved now, and drops it.
+    #expect(level.observerCount == 0)
+    #expect(hooks.log == "+-+-")
+    let task = Task {
+      for await value in level.values where value == 2 { return }
+    }
+    #expect(await settles { hooks.log == "+-+-+" })
+    level.value = 2
+    await task.value
+    #expect(await settles { hooks.log == "+-+-+-" })
+    withExtendedLifetime(once) {}
+  }
+
+  @Test func subscriptionOfADeadOwnerStopsWhenTheSourceMeetsIt() {
+    let hooks = HookLog()
+    let source = EventSource<Int>(onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    var owner: HookOwner? = HookOwner()
+    source.observe(with: owner!) { _, _ in }
+    #expect(hooks.log == "+")
+    owner = nil
+    #expect(source.observerCount == 0)
+    #expect(hooks.log == "+-")
+  }
+
+  @Test func hooksMayUseTheirSource() {
+    let source = EventSource<Int>()
+    let received = Recorder<Int>()
+    let lazy = Property(
+      0,
+      onFirstObserver: { source.send(1) },
+      onLastObserverGone: { source.send(2) })
+    let relay = source.observe { received.append($0) }
+    let subscription = lazy.observe { _ in }
+    subscription.cancel()
+    #expect(received.values == [1, 2])
+    withExtendedLifetime(relay) {}
+  }
+
+  @Test func startHookWriteIsTheFirstValueTheObserverReceives() {
+    let holder = Monitor<Property<Int>?>(nil)
+    let level = Property(0, onFirstObserver: { holder.current?.value = 5 }, onLastObserverGone: {})
+    holder.withLock { $0 = level }
+    let seen = Recorder<Int>()
+    let reader = level.observe { seen.append($0) }
+    #expect(seen.values == [5])
+    withExtendedLifetime(reader) {}
+  }
+
+  @Test func observerArrivingWhileStopHookRunsGetsStartHookAfterIt() {
+    let hooks = HookLog()
+    let stopping = Gate()
+    let mayFinish = Gate()
+    let source = EventSource<Int>(
+      onFirstObserver: hooks.hook("+"),
+      onLastObserverGone: hooks.hook("-") {
+        stopping.open()
+        mayFinish.wait()
+      })
+    let first = source.observe { _ in }
+    let stopper = Spawned { first.cancel() }
+    #expect(stopping.wait())
+    let arrived = Gate()
+    let arriving = Spawned {
+      let second = source.observe { _ in }
+      arrived.open()
+      withExtendedLifetime(second) {}
+    }
+    #expect(arrived.wait())
+    #expect(hooks.log == "+-")
+    mayFinish.open()
+    #expect(stopper.join())
+    #expect(arriving.join())
+    #expect(hooks.wait(for: "+-+-"))
+    #expect(!hooks.overlapped)
+  }
+
+  @Test func hooksKeepCrossingOrderUnderChurnFromSeveralThreads() {
+    let hooks = HookLog()
+    let source = EventSource<Int>(onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    let finished = onThreads { index in
+      var random = SplitMix(seed: index)
+      var held: [Subscription] = []
+      for _ in 0..<2_000 {
+        if held.isEmpty || Bool.random(using: &random) {
+          held.append(source.observe { _ in })
+        } else {
+          held.removeLast().cancel()
+        }
+        if Int.random(in: 0..<10, using: &random) == 0 { source.send(index) }
+      }
+      held.removeAll()
+    }
+    #expect(finished)
+    #expect(source.observerCount == 0)
+    let log = hooks.log
+    #expect(!log.isEmpty)
+    #expect(log.count.isMultiple(of: 2))
+    #expect(log == String(repeating: "+-", count: log.count / 2))
+    #expect(!hooks.overlapped)
+  }
+}
+
+private final class HookOwner: Sendable {}

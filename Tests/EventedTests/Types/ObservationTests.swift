@@ -1,0 +1,160 @@
+import Evented
+import Observation
+import Testing
+
+/// Tracks the reads `apply` makes; counts each time the tracking fires.
+private func track<T>(_ apply: () -> T, fired: Counter, reading read: (@Sendable () -> Void)? = nil) -> T {
+  withObservationTracking(apply) {
+    read?()
+    fired.increment()
+  }
+}
+
+@Suite struct ObservationTests {
+  @Test func writeFromAnotherThreadFiresTracking() {
+    let name = Property("a")
+    let fired = Counter()
+    #expect(track({ name.value }, fired: fired) == "a")
+    #expect(completesOnAnotherThread { name.value = "b" })
+    #expect(fired.wait(for: 1))
+  }
+
+  @Test func everyWritePathFiresTracking() {
+    let count = Property(0)
+    let fired = Counter()
+    _ = track({ count.value }, fired: fired)
+    count.modify { $0 += 1 }
+    #expect(fired.value == 1)
+    _ = track({ count.value }, fired: fired)
+    count.value += 1
+    #expect(fired.value == 2)
+    _ = track({ count.value }, fired: fired)
+    count.value = 10
+    #expect(fired.value == 3)
+  }
+
+  @Test func equalWriteNotifiesNobody() {
+    let name = Property("a")
+    let fired = Counter()
+    _ = track({ name.value }, fired: fired)
+    name.value = "a"
+    name.modify { $0 = "a" }
+    #expect(fired.value == 0)
+    name.value = "b"
+    #expect(fired.value == 1)
+  }
+
+  @Test func eachCommitNotifiesOnce() {
+    let count = Property(0)
+    let fired = Counter()
+    _ = track({ count.value + count.value }, fired: fired)
+    count.value = 1
+    count.value = 2
+    #expect(fired.value == 1)
+  }
+
+  @Test func onChangeReadsTheNewValue() {
+    let name = Property("a")
+    let seen = Recorder<String>()
+    let fired = Counter()
+    _ = track({ name.value }, fired: fired, reading: { seen.append(name.value) })
+    name.value = "b"
+    #expect(seen.values == ["b"])
+  }
+
+  @Test func readOnlyViewSharesTrackingWithItsProperty() {
+    let name = Property("a")
+    let view = name.readOnly
+    let fired = Counter()
+    _ = track({ view.value }, fired: fired)
+    name.value = "b"
+    #expect(fired.value == 1)
+  }
+
+  @Test func untrackedReadsDoNotNotify() {
+    let name = Property("a")
+    _ = name.value
+    let fired = Counter()
+    _ = track({ 0 }, fired: fired)
+    name.value = "b"
+    #expect(fired.value == 0)
+  }
+
+  @Test func derivedValueFiresTrackingWhenItsSourceChanges() {
+    let count = Property(1)
+    let doubled = count.map { $0 * 2 }
+    let fired = Counter()
+    #expect(track({ doubled.value }, fired: fired) == 2)
+    #expect(completesOnAnotherThread { count.value = 2 })
+    #expect(fired.wait(for: 1))
+    #expect(doubled.value == 4)
+  }
+
+  @Test func combinedValueFiresTrackingOnceForAWriteToBothSides() {
+    let a = Property(1)
+    let b = Property(2)
+    let sum = a.combineLatest(b).map { $0 + $1 }
+    let fired = Counter()
+    #expect(track({ sum.value }, fired: fired) == 3)
+    a.value = 5
+    #expect(fired.wait(for: 1))
+    #expect(sum.value == 7)
+  }
+
+  @Test func arrayViewFiresTrackingThroughItsSubscription() {
+    let friends = ArrayProperty(["Ann"])
+    let view = friends.readOnly
+    let fired = Counter()
+    #expect(track({ view.value }, fired: fired) == ["Ann"])
+    #expect(completesOnAnotherThread { friends.append("Bob") })
+    #expect(fired.wait(for: 1))
+  }
+
+  @Test func arrayReadsFireTrackingOnTheNextChangeset() {
+    let friends = ArrayProperty(["Ann"])
+    let fired = Counter()
+    #expect(track({ friends.count }, fired: fired) == 1)
+    #expect(completesOnAnotherThread { friends.append("Bob") })
+    #expect(fired.wait(for: 1))
+    _ = track({ friends[0] }, fired: fired)
+    friends.value = ["Cy"]
+    #expect(fired.wait(for: 2))
+  }
+
+  @Test func constantNeverFires() {
+    let constant = ReadOnlyProperty(constant: 3)
+    let fired = Counter()
+    #expect(track({ constant.value }, fired: fired) == 3)
+    #expect(fired.value == 0)
+  }
+
+  /// `Observations { a.value + b.value }` while another thread writes both ends on the
+  /// final sum, in every run.
+  @available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *)
+  @Test func observationsEndOnTheFinalStateInEveryRun() async {
+    for run in 0..<40 {
+      let a = Property(0)
+      let b = Property(0)
+      let last = 200
+      let sums = Observations { a.value + b.value }
+      let writer = Spawned {
+        for i in 1...last {
+          a.value = i
+          b.value = i
+        }
+      }
+      let seen = Recorder<Int>()
+      let consumer = Task {
+        for await sum in sums {
+          seen.append(sum)
+          if sum == 2 * last { break }
+        }
+      }
+      // Waits without blocking a thread of the cooperative pool, which the consumer needs.
+      #expect(await settles { writer.isFinished })
+      let ended = await settles { seen.values.last == 2 * last }
+      consumer.cancel()
+      #expect(ended, "run \(run) ended on \(seen.values.last ?? -1)")
+    }
+  }
+}
