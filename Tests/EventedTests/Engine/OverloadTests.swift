@@ -5,13 +5,6 @@ import Testing
 @testable import Evented
 
 @Suite struct OverloadTests {
-  /// Runs for about `microseconds`, like a handler with real work to do.
-  private static func work(microseconds: Int) {
-    let clock = ContinuousClock()
-    let end = clock.now.advanced(by: .microseconds(microseconds))
-    while clock.now < end {}
-  }
-
   @Test func overloadNoCallDeliversForOthersWithoutEndAndTheBacklogStaysBounded() {
     // Three writers against a slow handler. Measured in handler calls, not time: the
     // handler calls that one `modify` runs on its own thread stay within about twice
@@ -28,7 +21,7 @@ import Testing
       peakBacklog.max(backlog, ordering: .relaxed)
       if value <= last.load(ordering: .relaxed) { outOfOrder.add(1, ordering: .relaxed) }
       last.store(value, ordering: .relaxed)
-      Self.work(microseconds: 20)
+      work(microseconds: 20)
     }
     let longest = Atomic<Int>(0)
     #expect(

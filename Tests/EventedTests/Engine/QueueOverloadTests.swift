@@ -6,12 +6,6 @@ import Testing
 
 /// The overload bound for subscriptions that deliver on a dispatch queue.
 @Suite struct QueueOverloadTests {
-  private static func work(microseconds: Int) {
-    let clock = ContinuousClock()
-    let end = clock.now.advanced(by: .microseconds(microseconds))
-    while clock.now < end {}
-  }
-
   @Test func overloadAQueueSubscriptionHoldsAtMostTheBacklogLimit() async {
     // The handler is held until the writer has committed `limit` values, then runs
     // slowly; it measures how many committed values wait behind the one it receives.
@@ -25,7 +19,7 @@ import Testing
       reachedLimit.wait()
       peakBacklog.max(property.value - change.newValue, ordering: .relaxed)
       last.store(change.newValue, ordering: .releasing)
-      Self.work(microseconds: 20)
+      work(microseconds: 20)
     }
     #expect(
       completesOnAnotherThread {
@@ -49,7 +43,7 @@ import Testing
     source.observe(with: owner, on: .queue(DispatchQueue(label: "slow"))) { _, event in
       peakBacklog.max(sent.load(ordering: .acquiring) - event, ordering: .relaxed)
       seen.append(event)
-      Self.work(microseconds: 20)
+      work(microseconds: 20)
     }
     #expect(
       completesOnAnotherThread {
@@ -96,7 +90,7 @@ import Testing
     let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "reader"))) { _ in
       _ = property.value
       reads.add(1, ordering: .relaxed)
-      Self.work(microseconds: 50)
+      work(microseconds: 50)
     }
     #expect(completesOnAnotherThread { for value in 1...100 { property.value = value } })
     #expect(await settles { reads.load(ordering: .relaxed) == 100 })

@@ -41,3 +41,10 @@ func spin(_ rounds: Int = 200) {
   for i in 0..<rounds { x = x &+ i &* 31 }
   _ = x
 }
+
+/// Runs for about `microseconds`, like a handler with real work to do.
+func work(microseconds: Int) {
+  let clock = ContinuousClock()
+  let end = clock.now.advanced(by: .microseconds(microseconds))
+  while clock.now < end {}
+}
