@@ -84,6 +84,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let roots: [any Root]
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   @usableFromInline let body: (@Sendable (Snapshot) -> Value)?
+  /// A computed node's response to a commit of one of its roots: ``refresh(committed:force:)``.
+  @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
+  /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
+  /// delivery of a root's commit).
+  @usableFromInline let checkLinks: (@Sendable (DerivedProperty<Value>) -> Bool)?
   /// A following node's value from its sources' latest values; keeps them alive.
   @usableFromInline let compute: (@Sendable () -> Value)?
   /// A computed node's last computed value and the versions it was computed from.
@@ -98,10 +103,21 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let observation = ObservationSlot()
 
   /// A computed node: its value is `body` applied to a consistent snapshot of `roots`.
-  @usableFromInline init(
+  ///
+  /// Inlinable, so that `onCommit`, which runs for every commit of a root, is made in
+  /// code specialized for `Value`.
+  @inlinable init(
     roots: [any Root], isDuplicate: (@Sendable (Value, Value) -> Bool)?,
     body: @escaping @Sendable (Snapshot) -> Value
   ) {
+    // With one root, each commit is computed as it was committed, so that no state is
+    // skipped; with several, from the latest state of all of them.
+    let isSingle = roots.count == 1
+    onCommit = { node, committed in
+      unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(
+        committed: isSingle || Self.plantedUsesDeliveredValue ? committed : nil)
+    }
+    checkLinks = { node in node.keepsLinksNow() }
     let (initial, snapshot) = Snapshot.consistent { snapshot in
       _ = snapshot.versions(of: roots)
       return body(snapshot)
@@ -124,6 +140,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     self.isDuplicate = isDuplicate
     roots = []
     body = nil
+    onCommit = nil
+    checkLinks = nil
     self.compute = compute
   }
 
@@ -133,15 +151,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// Subscribes a computed node to each of its roots, in place of any earlier
   /// subscriptions, then catches up with what was committed meanwhile.
   @usableFromInline func relink() {
-    // With one root, each commit is computed as it was committed, so that no state is
-    // skipped; with several, from the latest state of all of them.
-    let isSingle = roots.count == 1
-    let cores = roots.map { root in
-      root.notify(self) { node, committed in
-        unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(
-          committed: isSingle || Self.plantedUsesDeliveredValue ? committed : nil)
-      }
-    }
+    let onCommit = onCommit.unsafelyUnwrapped
+    let cores = roots.map { root in root.notify(self, onCommit) }
     let earlier = links.withLock { links in
       defer {
         links.sources = cores
@@ -213,9 +224,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// - Parameters:
   ///   - committed: The commit of the only root being delivered, to compute the state
   ///     it made; nil to compute the latest state.
-  ///   - force: Refresh even without observers (for one that is arriving).
-  @usableFromInline func refresh(committed: Snapshot.Pin? = nil, force: Bool = false) {
-    if !force, !hub.hasLiveSubscribers, unlinkIfUnobserved() { return }
+  ///   - force: Unused: a root calls this only while the node is observed (the root's
+  ///     subscription checks `keepsLinks` before each delivery), and an arriving
+  ///     observer refreshes before it subscribes.
+  @inlinable func refresh(committed: Snapshot.Pin? = nil, force: Bool = false) {
     let value: Value
     let snapshot: Snapshot
     if let committed {
@@ -350,6 +362,10 @@ extension DerivedProperty: ObservedNode {
   }
 
   @usableFromInline func keepsLinks() -> Bool {
+    checkLinks.map { $0(self) } ?? true
+  }
+
+  @inlinable func keepsLinksNow() -> Bool {
     links.withLock { links in
       if links.arriving > 0 || hub.hasLiveSubscribers { return true }
       links.isLinked = false

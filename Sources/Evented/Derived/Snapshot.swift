@@ -52,7 +52,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// The hooks of a lazy property: a derived value following it counts as its observer.
   @usableFromInline let lazy: LazyHooks?
 
-  @usableFromInline init(
+  @inlinable init(
     _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
   ) {
     self.hub = hub
@@ -131,7 +131,7 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 
 extension HubRoot where Message == Update<Stored> {
   /// The root of a property's hub.
-  @usableFromInline convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
+  @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
     self.init(hub, committedValue: { $0.new }, lazy: lazy)
   }
 }

@@ -277,7 +277,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// alive. Releases nothing, so it may be called under another source's lock.
   ///
   /// - Complexity: O(n) in the number of subscriptions, stopping at the first live one.
-  @usableFromInline var hasLiveSubscribers: Bool {
+  @inlinable var hasLiveSubscribers: Bool {
     // The owner found alive is returned, so that the reference this takes to it is
     // dropped after unlocking (it may be the last one by then).
     let (found, owner) = storage.withLock { state -> (Bool, AnyObject?) in

@@ -84,7 +84,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   }
 
   /// The roots that a value derived from this one reads (Snapshot.swift).
-  @usableFromInline var roots: [any Root] {
+  @inlinable var roots: [any Root] {
     derived?.rootsSeenFromAbove ?? [HubRoot(property: hub, lazy: viewed?.lazy)]
   }
 
