@@ -10,7 +10,7 @@ import Testing
   /// The misuses `evented-stress` knows, with the text each message must contain.
   static let misuses: [(name: String, expected: String)] = {
     guard let executable = StressExecutable.url,
-      let (_, output, _) = try? runCapturingStandardError(executable, ["--misuse-list"])
+      let (_, output, _) = try? runChild(executable, ["--misuse-list"])
     else { return [] }
     return output.split(separator: "\n").compactMap { line in
       let fields = line.split(separator: "\t", maxSplits: 1)
@@ -33,32 +33,13 @@ import Testing
     let executable = try #require(
       StressExecutable.url, "evented-stress is not built beside the test bundle; run `swift build` first")
     let expected = try #require(Self.misuses.first { $0.name == name }?.expected)
-    let (status, _, standardError) = try runCapturingStandardError(executable, ["--misuse", name])
-    #expect(status != 0 && status != 3, "exit status \(status): the misuse did not stop the program")
+    // The message is printed before the runtime's crash backtrace; the backtracer can
+    // deadlock against Thread Sanitizer's fork handling in a multithreaded crash.
+    let (status, _, standardError) = try runChild(
+      executable, ["--misuse", name], environment: ["SWIFT_BACKTRACE": "enable=no"])
+    // A nil status was collected by another wait of this process; the message decides.
+    #expect(
+      status != 0 && status != 3, "exit status \(String(describing: status)): the misuse did not stop the program")
     #expect(standardError.contains(expected), "standard error:\n\(standardError)")
   }
-}
-
-/// Runs `executable` with `arguments`; returns its exit status, standard output and
-/// standard error.
-private func runCapturingStandardError(_ executable: URL, _ arguments: [String]) throws -> (Int32, String, String) {
-  let process = Process()
-  process.executableURL = executable
-  process.arguments = arguments
-  // The message is printed before the runtime's crash backtrace; the backtracer can
-  // deadlock against Thread Sanitizer's fork handling in a multithreaded crash.
-  var environment = ProcessInfo.processInfo.environment
-  environment["SWIFT_BACKTRACE"] = "enable=no"
-  process.environment = environment
-  let output = Pipe()
-  let error = Pipe()
-  process.standardOutput = output
-  process.standardError = error
-  try process.run()
-  let errorData = error.fileHandleForReading.readDataToEndOfFile()
-  let outputData = output.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  return (
-    process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self)
-  )
 }
