@@ -64,8 +64,9 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
 
   /// A property that always has `value`; observing it delivers `value` once.
   public init(constant value: Value) {
-    // A derived value of no roots: values derived from it do not count it as a root.
-    self.init(derived: DerivedProperty(roots: [], isDuplicate: nil) { _ in value })
+    // A hub nobody writes: its sequences end when the last copy of the constant goes,
+    // and values derived from it do not count it as a root (see `roots`).
+    self.init(hub: Hub.make(value))
   }
 
   /// The current value: for a view, the property's latest committed value; for a
@@ -85,7 +86,9 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
 
   /// The roots that a value derived from this one reads (Snapshot.swift).
   @inlinable var roots: [any Root] {
-    derived?.rootsSeenFromAbove ?? [HubRoot(property: hub, lazy: viewed?.lazy)]
+    if let derived { return derived.rootsSeenFromAbove }
+    guard let viewed else { return [] }  // A constant never commits.
+    return [HubRoot(property: hub, lazy: viewed.lazy)]
   }
 
   /// The value in `snapshot`.
