@@ -85,6 +85,7 @@ public enum StressSuite {
     overload,
     asyncConsumers,
     actors,
+    actorOverload,
     arrays,
     observation,
   ]
@@ -137,6 +138,7 @@ public enum StressSuite {
         elapsed: Double(now() - run.started) / 1e9, messages: run.firstMessages, skipped: nil)
       out.line(describe(report))
       if scenario.name == overload.name { out.line("    " + overloadFigures.withLock { $0 }) }
+      if scenario.name == actorOverload.name { out.line("    " + actorOverloadFigures.withLock { $0 }) }
       for message in report.messages { out.line("    violation: \(message)") }
       reports.append(report)
     }

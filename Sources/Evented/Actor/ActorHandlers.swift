@@ -24,6 +24,11 @@
 //
 // When the source is deinitialized, a draining task delivers what is queued and then
 // releases the handler; an idle subscription releases it at once.
+//
+// `undelivered` counts the messages queued and not yet started, for the overload bound
+// (ActorBacklog.swift): a push adds one before queueing, the task takes one off before
+// each delivery and wakes the source's waiting senders when that leaves the count
+// just below the limit; ending the subscription wakes them too.
 
 import Synchronization
 
@@ -32,7 +37,8 @@ import Synchronization
 @usableFromInline
 final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
   // @unchecked Sendable: as SubscriptionCore; the queue, the handler and the phase are
-  // in `state`, guarded by its lock; `priority` is immutable.
+  // in `state`, guarded by its lock; `priority` and `backlog` are immutable,
+  // `undelivered` is atomic.
   @usableFromInline typealias Handler = ActorHandlerBody<Message>
 
   @usableFromInline let state: Lock<ActorHandlerState<Message>>
@@ -40,6 +46,10 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let priority: TaskPriority
   /// Set by the first ``endAndRelease()``: later calls have nothing to release.
   @usableFromInline let isClosed = Atomic<Bool>(false)
+  /// Messages pushed and not yet started: the backlog the overload bound limits.
+  @usableFromInline let undelivered = Atomic<Int>(0)
+  /// The source's waiting senders, woken when this queue has room again or ends.
+  @usableFromInline let backlog: ActorBacklog
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
   @usableFromInline weak var source: AnyObject?
@@ -58,18 +68,20 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     source: AnyObject,
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
+    backlog: ActorBacklog,
     _ handler: Handler
   ) -> (ActorHandler<Message>, Subscription) {
     if case .plain = handler { precondition(owner == nil, "Evented: a plain handler is owned by its handle") }
-    let core = ActorHandler(isOnce: isOnce, handler: handler)
+    let core = ActorHandler(isOnce: isOnce, backlog: backlog, handler: handler)
     core.source = source
     let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
     core.owner = owner
     return (core, subscription)
   }
 
-  @inlinable init(isOnce: Bool, handler: Handler) {
+  @inlinable init(isOnce: Bool, backlog: ActorBacklog, handler: Handler) {
     state = Lock.make(ActorHandlerState(handler: handler))
+    self.backlog = backlog
     priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
   }
@@ -83,6 +95,20 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     !isEnded && hasOwner
   }
 
+  /// Whether a sender that may wait must wait for this subscription: it has `limit`
+  /// undelivered messages or more, and has not ended.
+  @inlinable @inline(__always)
+  func isAtLimit(_ limit: Int) -> Bool {
+    undelivered.load(ordering: .relaxed) >= limit && !isEnded
+  }
+
+  /// Suspends until this subscription has room or ends (or is found so at once), or
+  /// until the task is cancelled.
+  func waitForRoom() async {
+    let limit = backlog.limit
+    await backlog.wait { isAtLimit(limit) }
+  }
+
   /// Queues `message` and starts the draining task if none runs.
   ///
   /// A dead owner is not looked for here (a weak load per message): the draining task
@@ -92,6 +118,8 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @inlinable @inline(__always)
   func push(_ message: Message) -> Bool {
     if isEnded { return false }
+    // Counted before it can be taken, so that the count never drops below zero.
+    undelivered.wrappingAdd(1, ordering: .relaxed)
     switch state.withLock({ $0.push(message) }) {
     case .queued: return true
     case .refused: return false
@@ -103,7 +131,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
 
   @inlinable
   func startDraining() {
-    Task.detached(priority: priority) { await self.drain() }
+    Task.detached(priority: priority) { await ActorBacklog.delivering { await self.drain() } }
   }
 
   /// Delivers the queue until it is empty or the subscription ends.
@@ -123,6 +151,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
           endAndRelease()
           return
         }
+        if undelivered.wrappingSubtract(1, ordering: .relaxed).oldValue == backlog.limit { backlog.wake() }
         switch handler {
         case .plain(let body):
           // Owned by its handle, whose deinit cancels: the ended bit says it all.
@@ -168,6 +197,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
     let released = state.withLock { $0.close() }
     _ = released
+    backlog.wake()
   }
 
   override func cancel() {

@@ -40,8 +40,9 @@
 /// - **Reentrancy:** A handler may read, write, modify, subscribe and cancel (with
 ///   `await`), on this property or any other: it never runs on the actor, so nothing
 ///   deadlocks, and a write from a handler is delivered to that subscription after the
-///   current value. The closure given to ``modify(_:)`` runs on the actor and cannot
-///   call it.
+///   current value. A handler's writes, and those of tasks it starts, never wait for
+///   room in a full queue (see the overload bound in ``setValue(_:)``). The closure given
+///   to ``modify(_:)`` runs on the actor and cannot call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
 ///   its task before the next delivery, so at the latest after the next write, by
 ///   ``observerCount``, and by subscribing: each subscription checks
@@ -63,16 +64,24 @@ public actor ActorProperty<Value: Sendable> {
   /// The sequences (`values`).
   @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
   /// The handler subscriptions.
-  @exclusivity(unchecked) @usableFromInline var updateSinks = ActorSinks<Update<Value>>()
+  @exclusivity(unchecked) @usableFromInline var updateSinks: ActorSinks<Update<Value>>
 
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int) {
+    precondition(backlogLimit >= 1, "Evented: backlogLimit must be at least 1")
     self.current = value
     self.isDuplicate = isDuplicate
+    self.updateSinks = ActorSinks(limit: backlogLimit)
   }
 
   /// Creates a property that notifies on every write.
-  public init(_ value: Value) {
-    self.init(value: value, isDuplicate: nil)
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: How many writes a handler subscription may hold undelivered
+  ///     before a write from outside a handler waits for it (see ``setValue(_:)``).
+  ///     Must be at least 1.
+  public init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
   }
 
   deinit {
@@ -82,8 +91,35 @@ public actor ActorProperty<Value: Sendable> {
 
   /// Sets the value and notifies the subscriptions, unless duplicates are skipped and
   /// `newValue` equals the current value.
+  ///
+  /// If a handler subscription already holds `backlogLimit` undelivered values, a write
+  /// from outside a handler first waits, suspended, until each has room (the actor is
+  /// free meanwhile, so the value may change before this write commits); a write from
+  /// a handler, or from a task one started, never waits. A task cancelled while
+  /// waiting stops waiting and writes at once.
   @inlinable
-  public final func setValue(_ newValue: Value) {
+  nonisolated(nonsending) public final func setValue(_ newValue: Value) async {
+    // One synchronous call to the actor unless a queue is full, as in
+    // `ActorEventSource.send(_:)`.
+    if await commitUnlessFull(newValue) { return }
+    await commitWhenRoom(newValue)
+  }
+
+  /// Commits `newValue` unless a handler subscription is at the limit.
+  ///
+  /// - Returns: Whether it committed.
+  @inlinable
+  final func commitUnlessFull(_ newValue: Value) -> Bool {
+    if updateSinks.hasHandlerAtLimit() { return false }
+    commit(newValue)
+    return true
+  }
+
+  /// Commits `newValue` once every handler subscription has room (at once from a
+  /// handler).
+  @usableFromInline
+  final func commitWhenRoom(_ newValue: Value) async {
+    await waitForRoom()
     commit(newValue)
   }
 
@@ -94,13 +130,17 @@ public actor ActorProperty<Value: Sendable> {
   /// await counter.modify { $0 += 1 }
   /// ```
   ///
+  /// Waits for room first, as ``setValue(_:)`` does; then reads, changes and commits
+  /// the value in one step on the actor, so no other write comes between.
+  ///
   /// - Parameter body: Mutates a copy of the value, on the actor. If it throws, the
   ///   value stays as it was.
   /// - Returns: What `body` returns.
   @discardableResult
   public func modify<Result: Sendable, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
-  ) throws(Failure) -> Result {
+  ) async throws(Failure) -> Result {
+    if updateSinks.hasHandlerAtLimit() { await waitForRoom() }
     var next = value
     let result = try body(&next)
     commit(next)
@@ -270,13 +310,21 @@ public actor ActorProperty<Value: Sendable> {
     if updateSinks.count != 0 { updateSinks.push(Update(old: old, new: newValue, isInitial: false)) }
   }
 
+  /// Suspends until no live handler subscription is at the limit; at once for a call
+  /// from a handler or from a cancelled task.
+  @usableFromInline
+  final func waitForRoom() async {
+    while let full = updateSinks.firstAtLimit(), !ActorBacklog.mayNotWait { await full.waitForRoom() }
+  }
+
   private func subscribe(
     owner: (any AnyObject & Sendable)?,
     replays: Bool,
     isOnce: Bool = false,
     _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
-    let (core, subscription) = ActorHandler<Update<Value>>.make(source: self, owner: owner, isOnce: isOnce, handler)
+    let (core, subscription) = ActorHandler<Update<Value>>.make(
+      source: self, owner: owner, isOnce: isOnce, backlog: updateSinks.backlogForHandler(), handler)
     if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))
@@ -295,14 +343,20 @@ public actor ActorProperty<Value: Sendable> {
 
 extension ActorProperty where Value: Equatable {
   /// Creates a property that skips writes equal to the current value.
-  public init(_ value: Value) {
-    self.init(value: value, isDuplicate: Self.equals)
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: How many writes a handler subscription may hold undelivered
+  ///     before a write from outside a handler waits for it (see ``setValue(_:)``).
+  ///     Must be at least 1.
+  public init(_ value: Value, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
   }
 
   /// Creates a property; with `skipsDuplicates`, writes equal to the current value
   /// notify nobody.
-  public init(_ value: Value, skipsDuplicates: Bool) {
-    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  public init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
   }
 
   private static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }

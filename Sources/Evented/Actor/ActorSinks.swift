@@ -8,6 +8,9 @@
 // checks the next two sinks in turn (and sweeps fully when the list reaches a power of
 // two from 32 on), so a dead owner is found within half as many subscribes as there
 // are subscriptions, even without a send.
+//
+// The handler subscriptions share the source's `ActorBacklog` (made with the first
+// one), where senders wait while one of them is at the limit (ActorBacklog.swift).
 
 /// One subscription of an actor variant: a sequence's buffer or a handler.
 @usableFromInline
@@ -79,8 +82,52 @@ struct ActorSinks<Message: Sendable>: Sendable {
   @usableFromInline var items = ContiguousArray<ActorSink<Message>>()
   /// Where the incremental scan for ended subscriptions continues.
   @usableFromInline var cursor = 0
+  /// The waiting senders and the limit. With the default limit, nil until the first
+  /// handler subscription, so that an idle source pays one reference for the bound.
+  @usableFromInline var backlog: ActorBacklog?
 
-  init() {}
+  /// - Parameter limit: The most undelivered messages a handler subscription holds
+  ///   from senders that wait.
+  init(limit: Int = defaultBacklogLimit) {
+    if limit != defaultBacklogLimit { backlog = ActorBacklog(limit: limit) }
+  }
+
+  /// The waiting senders of this source, for a new handler subscription.
+  @usableFromInline
+  mutating func backlogForHandler() -> ActorBacklog {
+    if let backlog { return backlog }
+    let made = ActorBacklog(limit: defaultBacklogLimit)
+    backlog = made
+    return made
+  }
+
+  /// Whether a live handler subscription has `limit` undelivered messages or more.
+  ///
+  /// `mutating` only so that the actor's list is read in place rather than copied (a
+  /// retain and a release per send).
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed
+  ///   (from the start with a limit other than the default); O(1) before.
+  @inlinable
+  mutating func hasHandlerAtLimit() -> Bool {
+    guard let limit = backlog?.limit else { return false }
+    for index in items.indices {
+      if let handler = items[index].handler, handler.isAtLimit(limit) { return true }
+    }
+    return false
+  }
+
+  /// A live handler subscription with `limit` undelivered messages or more, if any.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed.
+  @inlinable
+  func firstAtLimit() -> ActorHandler<Message>? {
+    guard let limit = backlog?.limit else { return nil }
+    for index in items.indices {
+      if let handler = items[index].handler, handler.isAtLimit(limit) { return handler }
+    }
+    return nil
+  }
 
   @inlinable var count: Int { items.count }
 

@@ -1,0 +1,125 @@
+// The overload bound of the actor variants (Guarantees.md, "Overload"): a handler
+// subscription holds at most `limit` undelivered messages from senders that may wait.
+//
+// Each handler subscription counts its undelivered messages (`ActorHandler.undelivered`):
+// a push adds one, on the actor, before queueing; the draining task takes one off as it
+// starts each delivery. A send or write from outside a handler first looks, on the actor,
+// for a live handler subscription of its source at the limit. While there is one, it
+// suspends in `wait(while:)` (which releases the actor, so handlers calling into it go
+// on), and looks again once resumed. Then it commits synchronously, as it always did: the
+// look and the commit run in one turn of the actor, so no waiting sender ever pushes a
+// queue past the limit, and commit order and `modify`'s atomicity are unchanged.
+//
+// `waiters` (guarded by its lock) holds the suspended senders of one source, with the
+// count of them mirrored in `waiterCount` (written only under that lock). They are all
+// resumed, outside the lock, when a queue goes from the limit to one below it (by its
+// draining task), and when a handler subscription ends; a cancelled waiter resumes
+// itself. A resumed sender looks again, and may wait again.
+//
+// No lost wake-up: a sender registers, then re-checks its subscription; a waker lowers
+// the count or ends the subscription, then looks for waiters. Each side puts a
+// sequentially consistent fence between its write and its read, so at least one of them
+// sees the other's write.
+//
+// Who never waits: a call made from a draining task (`isDelivering`, a task-local value
+// set once per task around its drain loop, and so inherited by child tasks and by tasks
+// a handler starts with `Task {}`), and a call from a cancelled task. Such calls queue
+// beyond the limit. So a wait is only ever for a handler to start its next message,
+// and handlers never wait inside Evented: no cycle of waits can form through it.
+
+import Synchronization
+
+/// The senders of one actor variant waiting for room in its handlers' queues.
+@usableFromInline
+final class ActorBacklog: Sendable {
+  /// Whether the current task is a draining task of an actor variant (or was started
+  /// from one): its sends and writes never wait.
+  @TaskLocal static var isDelivering = false
+
+  /// The most undelivered messages a handler subscription holds from senders that wait.
+  @usableFromInline let limit: Int
+  /// How many senders wait; written only under the lock of `waiters`.
+  let waiterCount = Atomic<Int>(0)
+  let waiters = Lock.make(ActorWaiters())
+
+  @usableFromInline init(limit: Int) {
+    self.limit = limit
+  }
+
+  /// Whether a send or write made now must not wait: it comes from a handler (or a
+  /// task one started), or its task is cancelled.
+  static var mayNotWait: Bool {
+    isDelivering || Task.isCancelled
+  }
+
+  /// Runs a draining task's loop, marked so that its sends and writes never wait.
+  @usableFromInline
+  static func delivering(_ body: () async -> Void) async {
+    await $isDelivering.withValue(true) { await body() }
+  }
+
+  /// Suspends until woken, unless `isFull` is already false once registered, or the
+  /// task is cancelled.
+  ///
+  /// - Parameter isFull: Whether the subscription waited for is still live and at the
+  ///   limit; called once, after registering.
+  func wait(while isFull: () -> Bool) async {
+    let id = waiters.withLock { $0.makeID() }
+    await withTaskCancellationHandler {
+      await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+        waiters.withLock { waiters in
+          waiters.list.append((id, continuation))
+          waiterCount.store(waiters.list.count, ordering: .relaxed)
+        }
+        atomicMemoryFence(ordering: .sequentiallyConsistent)
+        if !isFull() || Task.isCancelled { resume(id) }
+      }
+    } onCancel: {
+      resume(id)
+    }
+  }
+
+  /// Resumes the waiter `id`, if it still waits.
+  private func resume(_ id: UInt64) {
+    let found = waiters.withLock { waiters in
+      let found = waiters.remove(id)
+      waiterCount.store(waiters.list.count, ordering: .relaxed)
+      return found
+    }
+    found?.resume()
+  }
+
+  /// Resumes every waiter, after a queue went below the limit or a subscription ended.
+  ///
+  /// - Precondition: The caller has lowered the count or ended the subscription just
+  ///   before.
+  @usableFromInline
+  func wake() {
+    atomicMemoryFence(ordering: .sequentiallyConsistent)
+    if waiterCount.load(ordering: .relaxed) == 0 { return }
+    let woken = waiters.withLock { waiters in
+      let woken = waiters.list
+      waiters.list = []
+      waiterCount.store(0, ordering: .relaxed)
+      return woken
+    }
+    for (_, continuation) in woken { continuation.resume() }
+  }
+}
+
+/// The senders waiting for room, guarded by the lock of `ActorBacklog.waiters`.
+struct ActorWaiters {
+  var nextID: UInt64 = 0
+  var list: [(id: UInt64, continuation: UnsafeContinuation<Void, Never>)] = []
+
+  mutating func makeID() -> UInt64 {
+    nextID &+= 1
+    return nextID
+  }
+
+  /// - Returns: The continuation of waiter `id`, removed, or nil if it was resumed.
+  mutating func remove(_ id: UInt64) -> UnsafeContinuation<Void, Never>? {
+    guard let index = list.firstIndex(where: { $0.id == id }) else { return nil }
+    return list.remove(at: index).continuation
+  }
+}
