@@ -99,6 +99,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.
   @usableFromInline let generation = Atomic<UInt>(0)
+  /// The computed nodes whose values `body` reads directly.
+  @usableFromInline let upstream: [any EvaluatedNode]
+  /// The length of the longest chain of computed nodes from a root to this one.
+  @usableFromInline let height: Int
   /// Observation's view of this value (see ObservationSite.swift).
   @usableFromInline let observation = ObservationSlot()
 
@@ -107,9 +111,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// Inlinable, so that `onCommit`, which runs for every commit of a root, is made in
   /// code specialized for `Value`.
   @inlinable init(
-    roots: [any Root], isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+    roots: [any Root], upstream: [any EvaluatedNode] = [], isDuplicate: (@Sendable (Value, Value) -> Bool)?,
     body: @escaping @Sendable (Snapshot) -> Value
   ) {
+    self.upstream = upstream
+    height = 1 + (upstream.map(\.height).max() ?? 0)
     // With one root, each commit is computed as it was committed, so that no state is
     // skipped; with several, from the latest state of all of them.
     let isSingle = roots.count == 1
@@ -138,6 +144,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   ) {
     hub = Hub.make(initial)
     self.isDuplicate = isDuplicate
+    upstream = []
+    height = 1
     roots = []
     body = nil
     onCommit = nil
@@ -206,8 +214,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// snapshot's, else `body`, remembered for the next read.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
     guard let body else { return snapshot.read(hub) }
+    if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return value as! Value }
     let versions = snapshot.versions(of: roots)
     if let memo = memo.withLock({ $0 }), memo.versions == versions { return memo.value }
+    if height > Snapshot.deepChain, snapshot.computed == nil { snapshot.evaluateUpstream(of: self) }
     let box = Memo(versions, body(snapshot))
     let replaced = memo.withLock { memo -> Memo? in
       if let current = memo, !versions.isLater(than: current.versions) { return nil }
@@ -375,5 +385,23 @@ extension DerivedProperty: ObservedNode {
 
   @usableFromInline func sweepObservers() {
     _ = hub.liveCount
+  }
+}
+
+/// A computed node, seen by the evaluation of a deep chain (Snapshot.swift).
+@usableFromInline
+protocol EvaluatedNode: AnyObject, Sendable {
+  /// The computed nodes whose values this node's body reads directly.
+  var upstream: [any EvaluatedNode] { get }
+  /// The length of the longest chain of computed nodes from a root to this one.
+  var height: Int { get }
+  /// Evaluates the node in `snapshot` and keeps the value in the snapshot.
+  func evaluateIntoSnapshot(_ snapshot: Snapshot)
+}
+
+extension DerivedProperty: EvaluatedNode {
+  @usableFromInline func evaluateIntoSnapshot(_ snapshot: Snapshot) {
+    let value = evaluate(in: snapshot)
+    snapshot.computed?[ObjectIdentifier(self)] = value
   }
 }

@@ -230,7 +230,9 @@ extension Collection where Element: PropertyProtocol {
   ) -> ReadOnlyProperty<[Element.Value]> {
     let sources = map { $0.readOnly }
     if sources.isEmpty { return ReadOnlyProperty(constant: []) }
-    let node = DerivedProperty(roots: uniqueRoots(sources.map(\.roots)), isDuplicate: isDuplicate) { snapshot in
+    let node = DerivedProperty(
+      roots: uniqueRoots(sources.map(\.roots)), upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate
+    ) { snapshot in
       sources.map { $0.evaluate(in: snapshot) }
     }
     return ReadOnlyProperty(derived: node)
@@ -242,7 +244,9 @@ extension PropertyProtocol {
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
-    let node = DerivedProperty(roots: source.roots, isDuplicate: isDuplicate) { snapshot in
+    let node = DerivedProperty(
+      roots: source.roots, upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
+    ) { snapshot in
       transform(source.evaluate(in: snapshot))
     }
     return ReadOnlyProperty(derived: node)
@@ -253,7 +257,10 @@ extension PropertyProtocol {
   ) -> ReadOnlyProperty<(Value, Other.Value)> {
     let first = readOnly
     let second = other.readOnly
-    let node = DerivedProperty(roots: uniqueRoots([first.roots, second.roots]), isDuplicate: isDuplicate) {
+    let node = DerivedProperty(
+      roots: uniqueRoots([first.roots, second.roots]),
+      upstream: [first.computedNode, second.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
+    ) {
       snapshot in (first.evaluate(in: snapshot), second.evaluate(in: snapshot))
     }
     return ReadOnlyProperty(derived: node)

@@ -172,8 +172,37 @@ final class Snapshot {
   }
 
   @usableFromInline var pins: [Pin] = []
+  /// The values of the computed nodes evaluated so far, by node; nil except while a
+  /// deep chain is evaluated.
+  @usableFromInline var computed: [ObjectIdentifier: any Sendable]?
 
   @usableFromInline init() {}
+
+  /// The height above which a chain of computed nodes is evaluated from the bottom up
+  /// (``evaluateUpstream(of:)``) rather than by each body calling the one below.
+  @inlinable static var deepChain: Int { 32 }
+
+  /// Evaluates every computed node below `node`, from the roots up, keeping each value in
+  /// the snapshot: then the body of each reads the values below it without recursion,
+  /// so the stack does not grow with the length of a chain (5,000 maps evaluate on a
+  /// 1 MB stack).
+  @usableFromInline func evaluateUpstream(of node: any EvaluatedNode) {
+    computed = [:]
+    // Post-order without recursion: a node comes after every node it reads.
+    var order: [any EvaluatedNode] = []
+    var visited = Set<ObjectIdentifier>()
+    var stack: [(node: any EvaluatedNode, expanded: Bool)] = node.upstream.map { ($0, false) }
+    while let (next, expanded) = stack.popLast() {
+      if expanded {
+        order.append(next)
+        continue
+      }
+      guard visited.insert(ObjectIdentifier(next)).inserted else { continue }
+      stack.append((next, true))
+      for below in next.upstream where !visited.contains(ObjectIdentifier(below)) { stack.append((below, false)) }
+    }
+    for each in order { each.evaluateIntoSnapshot(self) }
+  }
 
   /// The pinned version and value of `root`, pinning it now if this is its first read.
   @usableFromInline func pin(_ root: any Root) -> Pin {

@@ -1,34 +1,117 @@
-// Promise 5 (reentrancy without deadlock) and the overload bound: a thread inside a
-// delivery pass or a queued handler never waits for room in any backlog, so a handler
-// can neither wait for its own source nor close a cycle of waits between sources.
+// Promise 5 (reentrancy without deadlock), the overload bound, and deliveries that never
+// nest:
+//
+// - A thread inside a delivery pass, a queued handler or a transaction never waits for
+//   room in any backlog, so a handler can neither wait for its own source nor close a
+//   cycle of waits between sources.
+// - A commit that would make such a thread the deliverer of another source does not
+//   deliver there and then, inside the handler that wrote: the delivery is postponed
+//   (`postpone`) to the thread's outermost delivery frame, which runs postponed
+//   deliveries one after the other once the handler has returned (`runPostponed`). So
+//   a write made in a handler is delivered after that handler returns, and the stack
+//   does not grow with the length of a chain of sources whose handlers write to the
+//   next one: at most two passes are on the stack, the outermost and a postponed one.
+// - A transaction (Transaction.swift) counts as a delivery frame: its commits are
+//   delivered when it ends.
 
-/// How many delivery passes (or queued handler calls) the calling thread is inside, for
-/// every source together.
-///
-/// The depth is a per-thread word, so entering and leaving cost one key lookup and two
-/// plain writes to memory only the calling thread touches.
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// What the engine keeps per thread: how many delivery frames it is inside, and the
+/// deliveries postponed to the outermost one.
+@usableFromInline
+struct DeliveringState {
+  /// Delivery passes, queued handler calls and transactions the thread is inside.
+  @usableFromInline var depth = 0
+  /// Deliveries postponed to the outermost frame, in the order they were committed.
+  @usableFromInline var postponed: [() -> Void] = []
+  /// The transaction the thread is inside, if any (Transaction.swift).
+  // transaction later
+
+  @usableFromInline init() {}
+}
+
+/// The calling thread's ``DeliveringState``.
 @usableFromInline
 enum DeliveringThread {
-  private static let depth = ThreadWord()
+  @usableFromInline static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key) { raw in
+      guard let state = raw?.assumingMemoryBound(to: DeliveringState.self) else { return }
+      state.deinitialize(count: 1)
+      state.deallocate()
+    }
+    if status != 0 { fatalError("Evented: pthread_key_create failed with error \(status)") }
+    return key
+  }()
 
-  /// Whether the calling thread is delivering for any source, or running a handler.
-  @usableFromInline static var isDelivering: Bool {
-    guard let depth = depth.existing else { return false }
-    return depth.pointee > 0
+  /// The calling thread's state, or nil if it never made one.
+  @inlinable static var existing: UnsafeMutablePointer<DeliveringState>? {
+    pthread_getspecific(key)?.assumingMemoryBound(to: DeliveringState.self)
+  }
+
+  /// The calling thread's state, made if needed.
+  @usableFromInline static var current: UnsafeMutablePointer<DeliveringState> {
+    if let existing { return existing }
+    let state = UnsafeMutablePointer<DeliveringState>.allocate(capacity: 1)
+    state.initialize(to: DeliveringState())
+    pthread_setspecific(key, state)
+    return state
+  }
+
+  /// Whether the calling thread is delivering for any source, running a handler or
+  /// inside a transaction.
+  @inlinable static var isDelivering: Bool {
+    guard let state = existing else { return false }
+    return state.pointee.depth > 0
+  }
+
+  /// The calling thread's state if it is inside a delivery frame.
+  @inlinable static var ifDelivering: UnsafeMutablePointer<DeliveringState>? {
+    guard let state = existing, state.pointee.depth > 0 else { return nil }
+    return state
   }
 
   /// Counts the calling thread as delivering until the matching ``exit(_:)``.
   ///
-  /// - Returns: the counter to pass to `exit`.
-  @usableFromInline static func enter() -> UnsafeMutablePointer<Int> {
-    let word = depth.current
-    word.pointee += 1
-    return word
+  /// - Returns: the state to pass to `exit`.
+  @inlinable static func enter() -> UnsafeMutablePointer<DeliveringState> {
+    let state = current
+    state.pointee.depth += 1
+    return state
   }
 
-  /// Ends what the matching ``enter()`` began.
+  /// Ends what the matching ``enter()`` began; the outermost frame first runs what was
+  /// postponed to it.
   @inlinable @inline(__always)
-  static func exit(_ depth: UnsafeMutablePointer<Int>) {
-    depth.pointee -= 1
+  static func exit(_ state: UnsafeMutablePointer<DeliveringState>) {
+    if state.pointee.depth == 1, !state.pointee.postponed.isEmpty { runPostponed(state) }
+    state.pointee.depth -= 1
+  }
+
+  /// Postpones `delivery` to the outermost delivery frame of the calling thread, which
+  /// must be inside one.
+  @usableFromInline static func postpone(
+    _ state: UnsafeMutablePointer<DeliveringState>, _ delivery: @escaping () -> Void
+  ) {
+    state.pointee.postponed.append(delivery)
+  }
+
+  /// Runs the postponed deliveries, including those they postpone in turn, in order.
+  /// Called by the outermost frame (depth 1) between two of its own deliveries.
+  @usableFromInline @inline(never)
+  static func runPostponed(_ state: UnsafeMutablePointer<DeliveringState>) {
+    var index = 0
+    while index < state.pointee.postponed.count {
+      let delivery = state.pointee.postponed[index]
+      index += 1
+      delivery()
+    }
+    state.pointee.postponed.removeAll(keepingCapacity: true)
   }
 }

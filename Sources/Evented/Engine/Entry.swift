@@ -94,9 +94,9 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     if isEnded { return !isDone }
     if !hasOwner { return false }
     target.submit {
-      let depth = DeliveringThread.enter()
+      let thread = DeliveringThread.enter()
       _ = self.run(message, me: currentThreadID())
-      DeliveringThread.exit(depth)
+      DeliveringThread.exit(thread)
     }
     return true
   }

@@ -114,7 +114,11 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     case .deliver(let first):
       let core = token.state.pointee.core.unsafelyUnwrapped
       token.unlock()
-      drain(first, core: core)
+      if let thread = DeliveringThread.ifDelivering {
+        postpone(first.parcel(), core: core, on: thread)
+      } else {
+        drain(first, core: core)
+      }
     case .heir(let ticket):
       waitForTurn(token, ticket)
     }
@@ -150,13 +154,26 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   @inlinable
   func drain<P: Package<Message>>(_ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>) {
     let me = currentThreadID()
-    let depth = DeliveringThread.enter()
-    defer { DeliveringThread.exit(depth) }
+    let thread = DeliveringThread.enter()
+    defer { DeliveringThread.exit(thread) }
     var foundGone = !first.deliver(me: me)
     _ = consume first
-    while foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) {
+    while true {
+      // The outermost pass delivers what its handlers' writes postponed, before going on.
+      if thread.pointee.depth == 1, !thread.pointee.postponed.isEmpty { DeliveringThread.runPostponed(thread) }
+      guard foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) else { return }
       foundGone = !next.deliver(me: me)
     }
+  }
+
+  /// Postpones the delivery of `first`, and of the queue after it, to the outermost
+  /// delivery frame of this thread, which holds the delivering role meanwhile.
+  @usableFromInline @inline(never)
+  func postpone(
+    _ first: Parcel<Message>, core: UnsafeMutablePointer<HubCore<Message>>,
+    on thread: UnsafeMutablePointer<DeliveringState>
+  ) {
+    DeliveringThread.postpone(thread) { self.drain(first, core: core) }
   }
 
   /// Takes the next queued delivery, or stops delivering (or hands the role over).

@@ -300,7 +300,7 @@ func currentThreadID() -> UInt {
 /// A per-thread word found through a pthread key, allocated on first use and freed when
 /// the thread exits. Reading it costs one key lookup.
 @usableFromInline
-struct ThreadWord: Sendable {
+struct ThreadWordUnused: Sendable {
   @usableFromInline let key: pthread_key_t
 
   init() {

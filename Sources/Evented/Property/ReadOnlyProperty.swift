@@ -91,6 +91,13 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
     return [HubRoot(property: hub, lazy: viewed.lazy)]
   }
 
+  /// The computed node behind this value, if it is one (not a view, a constant or a
+  /// `flatMapLatest`, which are read from their hubs).
+  @inlinable var computedNode: (any EvaluatedNode)? {
+    guard let derived, derived.body != nil else { return nil }
+    return derived
+  }
+
   /// The value in `snapshot`.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
     if let derived { return derived.evaluate(in: snapshot) }

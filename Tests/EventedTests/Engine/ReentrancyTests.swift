@@ -214,7 +214,7 @@ private func withoutDeadlock(
 
   // MARK: Another source
 
-  @Test func sendToAnotherSourceFromHandlerDeliversThereAtOnce() {
+  @Test func sendToAnotherSourceFromHandlerIsDeliveredAfterTheHandlerReturns() {
     let first = EventSource<Int>()
     let second = EventSource<Int>()
     let log = Recorder<String>()
@@ -229,7 +229,45 @@ private func withoutDeadlock(
       a.cancel()
       b.cancel()
     }
-    #expect(log.values == ["first1", "second10", "after1"])
+    // Deliveries never nest: the send is committed at once and delivered once the
+    // handler has returned.
+    #expect(log.values == ["first1", "after1", "second10"])
+  }
+
+  @Test func deliveriesNeverNestAChainOfFiveThousandSourcesRunsOnAOneMegabyteStack() {
+    // Each source's handler sends to the next: nested deliveries would need a pass per
+    // source on the stack at once.
+    let sources = (0..<5_000).map { _ in EventSource<Int>() }
+    let received = Recorder<Int>()
+    var subscriptions: [Subscription] = []
+    for (index, source) in sources.enumerated() {
+      if index + 1 < sources.count {
+        let next = sources[index + 1]
+        subscriptions.append(source.observe { next.send($0 + 1) })
+      } else {
+        subscriptions.append(source.observe { received.append($0) })
+      }
+    }
+    let first = sources[0]
+    let thread = Spawned { first.send(0) }  // a thread with a 1 MB stack
+    #expect(thread.join())
+    #expect(received.values == [4_999])
+    for subscription in subscriptions { subscription.cancel() }
+  }
+
+  @Test func deliveriesNeverNestAChainOfFiveThousandMapsRunsOnAOneMegabyteStack() {
+    let root = Property(0)
+    var chain = root.readOnly
+    for _ in 0..<5_000 { chain = chain.map { $0 + 1 } }
+    let last = chain
+    let received = Recorder<Int>()
+    let thread = Spawned {
+      let subscription = last.observe { received.append($0) }
+      root.value = 1
+      subscription.cancel()
+    }
+    #expect(thread.join())
+    #expect(received.values == [5_000, 5_001])
   }
 
   @Test func sourcesThatSendToEachOtherFromHandlersKeepOrder() {
@@ -253,7 +291,7 @@ private func withoutDeadlock(
     }
     #expect(
       log.values == [
-        "ping1", "pong1", "ping-late1", "ping2", "pong2", "ping-late2", "ping3", "ping-late3",
+        "ping1", "ping-late1", "pong1", "ping2", "ping-late2", "pong2", "ping3", "ping-late3",
       ])
   }
 
