@@ -121,7 +121,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let isSingle = roots.count == 1
     onCommit = { node, committed in
       unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(
-        committed: isSingle || Self.plantedUsesDeliveredValue ? committed : nil)
+        committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil)
     }
     checkLinks = { node in node.keepsLinksNow() }
     let (initial, snapshot) = Snapshot.consistent { snapshot in
@@ -385,6 +385,11 @@ extension DerivedProperty: ObservedNode {
 
   @usableFromInline func sweepObservers() {
     _ = hub.liveCount
+  }
+
+  @usableFromInline func refreshLatest() {
+    guard body != nil, links.withLock({ $0.isLinked }) else { return }
+    refresh()
   }
 }
 

@@ -63,10 +63,14 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
 
   @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
-    hub.storage.withLock { ($0.version, $0.stored) }
+    let me = currentThreadID()
+    return hub.storage.withLock { $0.visible(to: me) }
   }
 
-  @usableFromInline var version: UInt64 { hub.storage.withLock { $0.version } }
+  @usableFromInline var version: UInt64 {
+    let me = currentThreadID()
+    return hub.storage.withLock { $0.visibleVersion(to: me) }
+  }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
@@ -79,7 +83,10 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     let entry = RootEntry<Message>(node: node) { [self] owner, message in
       withExtendedLifetime(lazyToken) {}
       let committed = version.add(1, ordering: .relaxed).newValue
-      refresh(owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message)))
+      // A commit of a transaction is never a state of its own (Transaction.swift).
+      let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
+      refresh(
+        owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message), isPartial: isPartial))
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
     return entry
@@ -163,11 +170,14 @@ final class Snapshot {
     @usableFromInline let root: any Root
     @usableFromInline let version: UInt64
     @usableFromInline let value: any Sendable
+    /// A commit made inside a transaction: not a state of its own.
+    @usableFromInline let isPartial: Bool
 
-    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable) {
+    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable, isPartial: Bool = false) {
       self.root = root
       self.version = version
       self.value = value
+      self.isPartial = isPartial
     }
   }
 

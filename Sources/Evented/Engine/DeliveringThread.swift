@@ -31,7 +31,7 @@ struct DeliveringState {
   /// Deliveries postponed to the outermost frame, in the order they were committed.
   @usableFromInline var postponed: [() -> Void] = []
   /// The transaction the thread is inside, if any (Transaction.swift).
-  // transaction later
+  @usableFromInline var transaction: RunningTransaction?
 
   @usableFromInline init() {}
 }

@@ -2,6 +2,8 @@
 // exact): the one write path of a property, for `value =`, `modify`, a mutation in
 // place through `value`, and a derived value's update.
 
+import Synchronization
+
 extension Hub {
   /// Stores `next` and commits the change from the old value to every current
   /// subscription, unless `isDuplicate` finds the two equal; then unlocks and delivers.
@@ -21,6 +23,7 @@ extension Hub {
       token.unlock()
       return false
     }
+    if transactionsBegun.load(ordering: .relaxed) { token.state.pointee.noteCommit(to: self) }
     token.state.pointee.version &+= 1
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
       let old = Self.replace(&token.state.pointee.stored, with: next)

@@ -161,4 +161,7 @@ protocol ObservedNode: AnyObject, Sendable {
   /// Removes the node's subscriptions that ended or whose owner died, and releases
   /// them. Call with no lock held.
   func sweepObservers()
+  /// Commits the latest state of the node's roots, if it is later than the one it
+  /// delivered last (for the end of a transaction). Call with no lock held.
+  func refreshLatest()
 }

@@ -103,6 +103,8 @@ struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var pressure: QueuePressure?
   /// The hooks of a lazy event source, which makes its core at once (LazyHooks.swift).
   @usableFromInline var lazy: LazyHooks?
+  /// The transactions that wrote this property, if any (Transaction.swift).
+  @usableFromInline var transaction: TransactionRecord?
 
   /// Allocates a core; `free` it with its source.
   @usableFromInline static func make(backlogLimit: Int) -> UnsafeMutablePointer<HubCore> {

@@ -1,0 +1,235 @@
+// Transactions: writes to several sources from one thread, seen whole by every derived
+// value.
+//
+// - While a thread is inside `transaction { }` it counts as delivering
+//   (DeliveringThread.swift): its writes commit at once, never wait for room, and their
+//   deliveries are postponed until the outermost transaction ends.
+// - The first write of an open transaction to a property records, in the property's
+//   core, the value and version it had before (`TransactionRecord`). While any
+//   transaction that wrote the property is open, every other thread's snapshot
+//   (Snapshot.swift) reads that earlier state; the writing thread reads its own writes.
+//   Ending the transaction closes its `OpenTransaction` with one atomic store, which
+//   makes all its writes visible to snapshots at once.
+// - Then the transaction refreshes every derived value that follows a property it
+//   wrote, from the now whole state; the deliveries of its commits that reach those
+//   values afterwards (or reached them before, on another thread) find no later state
+//   and deliver nothing. A commit made inside a transaction is never computed as the
+//   state it made alone (the one-root shortcut of DerivedProperty.swift): the record
+//   keeps the range of versions a transaction made.
+// - A write made by a thread outside the transaction to a property the transaction
+//   wrote ends the hiding for that property at once, so that the writing thread reads
+//   its own write through every derived value.
+
+import Synchronization
+
+/// Whether any transaction has begun in this process: until then, the write path does
+/// not look for the calling thread's transaction.
+@usableFromInline let transactionsBegun = Atomic<Bool>(false)
+
+/// One outermost transaction: open until its closure returns or throws.
+@usableFromInline
+final class OpenTransaction: Sendable {
+  /// The thread running the transaction.
+  @usableFromInline let owner: UInt
+  @usableFromInline let isOpen = Atomic<Bool>(true)
+
+  @usableFromInline init(owner: UInt) {
+    self.owner = owner
+  }
+}
+
+/// What a property's core keeps about the transactions that wrote it. Guarded by the
+/// property's lock.
+@usableFromInline
+final class TransactionRecord {
+  /// The transactions that wrote the property since the record was made.
+  @usableFromInline var marks: [OpenTransaction]
+  /// The version and value before the first of them wrote; the value is dropped once
+  /// they have all ended.
+  @usableFromInline let earlierVersion: UInt64
+  @usableFromInline var earlierValue: (any Sendable)?
+  /// The version of the last commit a transaction of `marks` made.
+  @usableFromInline var lastVersion: UInt64
+
+  @usableFromInline init(_ mark: OpenTransaction, earlierVersion: UInt64, earlierValue: any Sendable) {
+    marks = [mark]
+    self.earlierVersion = earlierVersion
+    self.earlierValue = earlierValue
+    lastVersion = earlierVersion
+  }
+
+  /// Whether a transaction of `marks` is still open.
+  @usableFromInline var isOpen: Bool {
+    marks.contains { $0.isOpen.load(ordering: .acquiring) }
+  }
+
+  /// Whether the thread `me` must read the earlier state: a transaction that wrote is
+  /// open, and it is not one of `me`'s.
+  @usableFromInline func hides(from me: UInt) -> Bool {
+    var open = false
+    for mark in marks where mark.isOpen.load(ordering: .acquiring) {
+      if mark.owner == me { return false }
+      open = true
+    }
+    return open
+  }
+
+  /// Whether the commit with `version` was made by a transaction of `marks`.
+  @usableFromInline func made(_ version: UInt64) -> Bool {
+    earlierVersion < version && version <= lastVersion
+  }
+}
+
+/// A source written by the running transaction, to settle when it ends.
+@usableFromInline
+protocol TransactionSource: AnyObject {
+  /// Drops the earlier value kept for the transaction and returns the derived values
+  /// that follow the source, to refresh.
+  func endTransaction() -> [any ObservedNode]
+}
+
+/// The running transaction's own bookkeeping, kept by its thread.
+@usableFromInline
+final class RunningTransaction {
+  @usableFromInline let mark: OpenTransaction
+  /// The sources it wrote, each once.
+  @usableFromInline var written: [ObjectIdentifier: any TransactionSource] = [:]
+
+  @usableFromInline init(_ mark: OpenTransaction) {
+    self.mark = mark
+  }
+}
+
+/// Runs `body` as one step: its writes to any number of properties, arrays and event
+/// sources commit at once on this thread, and no observer of a derived value, on any
+/// thread, ever receives a state that contains only part of them.
+///
+/// ```swift
+/// transaction {
+///   order.status = .paid
+///   order.total = 0
+/// }
+/// // An observer of `order.status.combineLatest(order.total)` receives one update.
+/// ```
+///
+/// - Parameter body: The writes. It may read, write, send, subscribe and cancel.
+///   Transactions nest: an inner one is part of the outermost.
+/// - Returns: What `body` returns.
+/// - Throws: What `body` throws. This is not a rollback: what `body` wrote before
+///   throwing stays written, ends the transaction and is delivered.
+///
+/// ## Concurrency
+///
+/// - **Thread safety:** May be called from any thread, also from a handler.
+/// - **Ordering:** Each source's observers still receive each of its commits in commit
+///   order, after the outermost transaction ends (unless another thread was already
+///   delivering for that source: then that thread may deliver them sooner). Derived
+///   values see the transaction whole: an observer of `x.combineLatest(y)` whose `x` and
+///   `y` are both written receives one update with both. The writing thread reads its
+///   own writes at once, also through derived values. Other threads reading a derived
+///   `value` see all of it or none of it; reading a property's own `value` may see
+///   some writes and not others (no read isolation).
+/// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and
+///   nothing is delivered during `body` on this thread.
+/// - **Lifetime:** Keeps nothing after it returns.
+@inlinable
+public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+  let thread = DeliveringThread.enter()
+  guard thread.pointee.transaction == nil else {
+    defer { DeliveringThread.exit(thread) }
+    return try body()
+  }
+  if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
+  let running = RunningTransaction(OpenTransaction(owner: currentThreadID()))
+  thread.pointee.transaction = running
+  defer { endTransaction(running, thread) }
+  return try body()
+}
+
+/// Ends the outermost transaction: makes its writes visible to snapshots at once,
+/// refreshes the derived values that follow what it wrote, then delivers its commits.
+@usableFromInline func endTransaction(_ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>) {
+  thread.pointee.transaction = nil
+  running.mark.isOpen.store(false, ordering: .releasing)
+  var nodes: [ObjectIdentifier: any ObservedNode] = [:]
+  for source in running.written.values {
+    for node in source.endTransaction() { nodes[ObjectIdentifier(node)] = node }
+  }
+  for node in nodes.values { node.refreshLatest() }
+  DeliveringThread.exit(thread)
+}
+
+extension HubState where Stored: Sendable {
+  /// Records a commit about to be made from `stored`: by the calling thread's
+  /// transaction, if it runs one; otherwise ends any hiding of this source.
+  ///
+  /// - Returns: The record to add to the transaction's written sources, if it is new.
+  @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) {
+    guard let transaction = DeliveringThread.existing?.pointee.transaction else {
+      // A write from outside: the writer must read it through derived values.
+      if let core, core.pointee.transaction?.isOpen == true { core.pointee.transaction = nil }
+      return
+    }
+    let core = existingCore()
+    if let record = core.pointee.transaction, record.isOpen {
+      if !record.marks.contains(where: { $0 === transaction.mark }) { record.marks.append(transaction.mark) }
+      record.lastVersion = version &+ 1
+    } else {
+      let record = TransactionRecord(transaction.mark, earlierVersion: version, earlierValue: stored)
+      record.lastVersion = version &+ 1
+      core.pointee.transaction = record
+    }
+    let key = ObjectIdentifier(hub.storage)
+    if transaction.written[key] == nil { transaction.written[key] = WrittenHub(hub) }
+  }
+
+  /// The version and value that the thread `me` reads: the state before the open
+  /// transactions that wrote this source, unless one of them is `me`'s.
+  @inlinable func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
+    if let record = core?.pointee.transaction, record.hides(from: me), let earlier = record.earlierValue {
+      return (record.earlierVersion, earlier)
+    }
+    return (version, stored)
+  }
+
+  /// The version that the thread `me` reads (see ``visible(to:)``).
+  @inlinable func visibleVersion(to me: UInt) -> UInt64 {
+    if let record = core?.pointee.transaction, record.hides(from: me), record.earlierValue != nil {
+      return record.earlierVersion
+    }
+    return version
+  }
+}
+
+/// A property's hub written by the running transaction.
+@usableFromInline
+final class WrittenHub<Message: Sendable, Stored: Sendable>: TransactionSource {
+  @usableFromInline let hub: Hub<Message, Stored>
+
+  @usableFromInline init(_ hub: Hub<Message, Stored>) {
+    self.hub = hub
+  }
+
+  @usableFromInline func endTransaction() -> [any ObservedNode] {
+    let (nodes, earlier) = hub.storage.withLock { state -> ([any ObservedNode], (any Sendable)?) in
+      guard let core = state.core else { return ([], nil) }
+      var earlier: (any Sendable)?
+      if let record = core.pointee.transaction, !record.isOpen { swap(&earlier, &record.earlierValue) }
+      var nodes: [any ObservedNode] = []
+      for case let entry? in core.pointee.subscribers.slots {
+        if let root = entry as? RootEntry<Message>, !root.isEnded, let node = root.node { nodes.append(node) }
+      }
+      return (nodes, earlier)
+    }
+    _ = earlier  // released after unlocking
+    return nodes
+  }
+}
+
+extension Hub {
+  /// Whether the commit with `version` was made inside a transaction (so that a derived
+  /// value computes the whole state instead of the one it made alone).
+  @usableFromInline func isTransactional(_ version: UInt64) -> Bool {
+    storage.withLock { state in state.core?.pointee.transaction?.made(version) ?? false }
+  }
+}

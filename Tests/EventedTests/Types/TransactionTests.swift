@@ -1,0 +1,190 @@
+import Synchronization
+import Testing
+
+@testable import Evented
+
+/// `transaction { }`: writes to several sources, seen whole by every derived value.
+@Suite struct TransactionTests {
+  @Test func transactionIsSeenWholeByACombineLatestObserver() {
+    let x = Property(0)
+    let y = Property(0)
+    let seen = Recorder<[Int]>()
+    let subscription = x.combineLatest(y).observe { seen.append([$0.0, $0.1]) }
+    transaction {
+      x.value = 1
+      y.value = 1
+    }
+    transaction {
+      x.value = 2
+      y.value = 2
+    }
+    #expect(seen.values == [[0, 0], [1, 1], [2, 2]])
+    subscription.cancel()
+  }
+
+  @Test func transactionWritesAreReadAtOnceByTheWritingThreadAlsoThroughDerivedValues() {
+    let x = Property(0)
+    let y = Property(0)
+    let pair = x.combineLatest(y)
+    let subscription = pair.observe { _ in }
+    transaction {
+      x.value = 1
+      #expect(x.value == 1)
+      #expect(pair.value == (1, 0))
+      y.modify { $0 += 1 }
+      #expect(pair.value == (1, 1))
+    }
+    #expect(pair.value == (1, 1))
+    subscription.cancel()
+  }
+
+  @Test func transactionDeliversEachSourceInCommitOrderAfterTheClosureReturns() {
+    let x = Property(0)
+    let events = EventSource<String>()
+    let seen = Recorder<String>()
+    let a = x.observe { seen.append("x\($0)") }
+    let b = events.observe { seen.append($0) }
+    transaction {
+      x.value = 1
+      events.send("sent")
+      x.value = 2
+      seen.append("closure ends")
+    }
+    #expect(seen.values == ["x0", "closure ends", "x1", "x2", "sent"])
+    a.cancel()
+    b.cancel()
+  }
+
+  @Test func transactionWritingOneSourceTwiceDeliversOnlyTheFinalStateToDerivedValues() {
+    let x = Property(0)
+    let doubled = x.map { $0 * 2 }
+    let derived = Recorder<Int>()
+    let direct = Recorder<Int>()
+    let a = doubled.observe { derived.append($0) }
+    let b = x.observe { direct.append($0) }
+    transaction {
+      x.value = 1
+      x.value = 2
+    }
+    #expect(derived.values == [0, 4])
+    #expect(direct.values == [0, 1, 2])  // the property's own observers receive every commit
+    a.cancel()
+    b.cancel()
+  }
+
+  @Test func transactionADiamondAndAChainSeeItWhole() {
+    let a = Property(1)
+    let b = Property(1)
+    let diamond = a.map { $0 * 10 }.combineLatest(a.map { $0 + 1 }).combineLatest(b.map { $0 })
+    let seen = Recorder<[Int]>()
+    let subscription = diamond.observe { seen.append([$0.0.0, $0.0.1, $0.1]) }
+    transaction {
+      a.value = 2
+      b.value = 2
+      a.value = 3
+    }
+    #expect(seen.values == [[10, 2, 1], [30, 4, 2]])
+    subscription.cancel()
+  }
+
+  @Test func transactionsNestAndTheOutermostCommits() {
+    let x = Property(0)
+    let y = Property(0)
+    let seen = Recorder<[Int]>()
+    let subscription = x.combineLatest(y).observe { seen.append([$0.0, $0.1]) }
+    transaction {
+      x.value = 1
+      transaction { y.value = 1 }
+      #expect(seen.values == [[0, 0]])  // nothing delivered before the outermost ends
+    }
+    #expect(seen.values == [[0, 0], [1, 1]])
+    subscription.cancel()
+  }
+
+  struct Failure: Error {}
+
+  @Test func transactionThatThrowsKeepsWhatItWroteAndDeliversIt() {
+    let x = Property(0)
+    let y = Property(0)
+    let seen = Recorder<[Int]>()
+    let subscription = x.combineLatest(y).observe { seen.append([$0.0, $0.1]) }
+    #expect(throws: Failure.self) {
+      try transaction {
+        x.value = 1
+        y.value = 1
+        throw Failure()
+      }
+    }
+    #expect(x.value == 1 && y.value == 1)
+    #expect(seen.values == [[0, 0], [1, 1]])
+    // The thread is out of the transaction: a plain write is delivered at once again.
+    x.value = 2
+    #expect(seen.values == [[0, 0], [1, 1], [2, 1]])
+    subscription.cancel()
+  }
+
+  @Test func transactionInsideAHandlerIsDeliveredAfterTheHandlerReturns() {
+    let trigger = EventSource<Int>()
+    let x = Property(0)
+    let y = Property(0)
+    let seen = Recorder<[Int]>()
+    let pairs = x.combineLatest(y).observe { seen.append([$0.0, $0.1]) }
+    let handler = trigger.observe { value in
+      transaction {
+        x.value = value
+        y.value = value
+      }
+    }
+    trigger.send(5)
+    trigger.send(6)
+    #expect(seen.values == [[0, 0], [5, 5], [6, 6]])
+    pairs.cancel()
+    handler.cancel()
+  }
+
+  @Test func transactionIsNeverSeenInPartByObserversOrReadersOnOtherThreads() {
+    let x = Property(0)
+    let y = Property(0)
+    let pair = x.combineLatest(y)
+    let sum = x.map { $0 }.combineLatest(y.map { -$0 })
+    let torn = Atomic<Int>(0)
+    let last = Atomic<Int>(-1)
+    let a = pair.observe { value in
+      if value.0 != value.1 { torn.add(1, ordering: .relaxed) }
+      last.store(value.0, ordering: .releasing)
+    }
+    let b = sum.observe { value in if value.0 + value.1 != 0 { torn.add(1, ordering: .relaxed) } }
+    let rounds = 1_000
+    let writing = Atomic<Bool>(true)
+    #expect(
+      onThreads(4) { index in
+        switch index {
+        case 0:
+          for round in 1...rounds {
+            transaction {
+              x.value = round
+              work(microseconds: 5)  // widens the window in which only `x` is written
+              y.value = round
+            }
+          }
+          writing.store(false, ordering: .relaxed)
+        case 1:
+          // Subscribing delivers the replay on this thread: the writer's commits to `x`
+          // are then delivered here, late, while the writer is in its next transaction.
+          while writing.load(ordering: .relaxed) {
+            let late = x.observe { _ in work(microseconds: 5) }
+            late.cancel()
+          }
+        default:
+          while writing.load(ordering: .relaxed) {
+            let read = pair.value
+            if read.0 != read.1 { torn.add(1, ordering: .relaxed) }
+          }
+        }
+      })
+    #expect(torn.load(ordering: .relaxed) == 0)
+    #expect(last.load(ordering: .acquiring) == rounds)
+    a.cancel()
+    b.cancel()
+  }
+}
