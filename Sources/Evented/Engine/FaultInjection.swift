@@ -46,6 +46,9 @@
       /// delivered, not from the latest committed state of all its roots: it can
       /// pair a stale value of one root with a newer value of another.
       case derivedUsesDeliveredValue = 5
+      /// A transaction's writes are visible to other threads' derived values as soon
+      /// as each is made, not all at once when the transaction ends.
+      case transactionSeenInPart = 6
     }
 
     /// The bug planted now, if any.
@@ -73,5 +76,6 @@
     @usableFromInline static var derivedUsesDeliveredValue: Bool {
       FaultInjection.isPlanted(.derivedUsesDeliveredValue)
     }
+    @usableFromInline static var transactionSeenInPart: Bool { FaultInjection.isPlanted(.transactionSeenInPart) }
   }
 #endif

@@ -66,6 +66,9 @@ final class TransactionRecord {
   /// Whether the thread `me` must read the earlier state: a transaction that wrote is
   /// open, and it is not one of `me`'s.
   @usableFromInline func hides(from me: UInt) -> Bool {
+    #if FaultInjection
+      if Planted.transactionSeenInPart { return false }
+    #endif
     var open = false
     for mark in marks where mark.isOpen.load(ordering: .acquiring) {
       if mark.owner == me { return false }

@@ -19,6 +19,8 @@
 // - `selector.flatMapLatest { targets[$0] }`: the values of each target arrive in its
 //   commit order;
 // - event `map` of a merge: each producer's events arrive in the order it sent them;
+// - `inA.combineLatest(inB)`, where one thread writes both in one `transaction`, only
+//   delivers and reads `(n, n)`: never part of a transaction, and never back;
 // - always current: after `modify` returns commit c, the writer reads at least c
 //   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
 // - at every checkpoint and at the end, the last value each subscription saw equals
@@ -125,6 +127,24 @@ final class ProgramOrderWatcher: Watcher, @unchecked Sendable {
   }
 }
 
+/// Checks `inA.combineLatest(inB)` where one thread writes both in one transaction:
+/// only `(n, n)` existed for other threads, and states move forward.
+final class TransactionWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: Int?
+
+  func see(_ pair: (Int, Int)) {
+    enter()
+    if pair.0 != pair.1 {
+      run.violation("\(label): delivered \(pair): part of a transaction")
+    } else if let previous, pair.0 < previous {
+      run.violation("\(label): went back from \(previous) to \(pair.0)")
+    }
+    previous = pair.0
+    exit(pair.0)
+  }
+}
+
 /// Checks that the values of each source (encoded as `source * stride + n`) increase.
 final class PerSourceWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `latest` is touched only by the handler; see Watcher.
@@ -170,6 +190,9 @@ let derived = Scenario(
   let first = Property(0)
   let second = Property(0)
   let ordered = first.combineLatest(second)
+  let inA = Property(0)
+  let inB = Property(0)
+  let whole = inA.combineLatest(inB.map { $0 })
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -195,6 +218,8 @@ let derived = Scenario(
     selfPair.observe(with: anchor, on: delivery) { _, value in selves.see(value) }
     let orders = ProgramOrderWatcher(run: run, label: "program-order observer \(index)")
     ordered.observe(with: anchor, on: delivery) { _, value in orders.see(value) }
+    let wholes = TransactionWatcher(run: run, label: "transaction observer \(index)")
+    whole.observe(with: anchor, on: delivery) { _, value in wholes.see(value) }
     let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
     followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
     let sent = PerSourceWatcher(run: run, label: "event observer \(index)", stride: stride, strictly: true)
@@ -206,6 +231,7 @@ let derived = Scenario(
       (diamonds, onQueue, { diamond.value.1 - 1 }),
       (selves, onQueue, { selfPair.value.0 }),
       (orders, onQueue, { ordered.value.0 << 32 | ordered.value.1 }),
+      (wholes, onQueue, { whole.value.0 }),
       (follows, onQueue, { followed.value }),
     ]
   }
@@ -231,7 +257,26 @@ let derived = Scenario(
     var written = 0
     while worker.proceed() {
       let roll = worker.thread.random.below(100)
-      if worker.index == 0 && roll < 30 {
+      if worker.index == 2 && roll < 30 {
+        // The one writer of `inA` and `inB`, always together.
+        written += 1
+        worker.at(.write)
+        transaction {
+          inA.value = written
+          spin(microseconds: 5)  // widens the window in which only `inA` is written
+          inB.value = written
+        }
+      } else if worker.index > 2 && roll < 5 {
+        worker.at(.read)
+        let read = whole.value
+        if read.0 != read.1 { run.violation("read \(read) from the transaction's combineLatest: part of it") }
+      } else if worker.index > 2 && roll < 8 {
+        // Delivers the transaction's commits to `inA` late, on this thread.
+        worker.at(.subscribe)
+        let late = inA.observe { _ in spin(microseconds: 20) }
+        worker.at(.cancel)
+        late.cancel()
+      } else if worker.index == 0 && roll < 30 {
         // The one writer of `first` and `second`, in program order.
         written += 1
         worker.at(.write)
@@ -309,12 +354,13 @@ let derived = Scenario(
   // counter (each observed derived value follows its roots itself, once); pair on the
   // other; one target followed; `ordered` on first and second; the merge on each
   // producer.
-  let counts = (
+  let counts = [
     counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +),
-    first.observerCount, second.observerCount
-  )
-  if counts != (5, 1, 1, 1, 1) {
-    run.violation("at the end, the sources have \(counts) observers instead of (5, 1, 1, 1, 1): dropped values leaked")
+    first.observerCount, second.observerCount, inA.observerCount, inB.observerCount,
+  ]
+  if counts != [5, 1, 1, 1, 1, 1, 1] {
+    run.violation(
+      "at the end, the sources have \(counts) observers instead of [5, 1, 1, 1, 1, 1, 1]: dropped values leaked")
   }
   for producer in producers where producer.observerCount != 1 {
     run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")

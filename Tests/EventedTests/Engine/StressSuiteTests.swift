@@ -32,6 +32,7 @@ import Testing
       ("cancelDoesNotWait", "cancel-race"),
       ("forgetRunningEndedSubscriptions", "cancel-race"),
       ("derivedUsesDeliveredValue", "derived"),
+      ("transactionSeenInPart", "derived"),
     ])
     func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
       let executable = try #require(
