@@ -114,8 +114,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     roots: [any Root], upstream: [any EvaluatedNode] = [], isDuplicate: (@Sendable (Value, Value) -> Bool)?,
     body: @escaping @Sendable (Snapshot) -> Value
   ) {
-    self.upstream = upstream
-    height = 1 + (upstream.map(\.height).max() ?? 0)
     // With one root, each commit is computed as it was committed, so that no state is
     // skipped; with several, from the latest state of all of them.
     let isSingle = roots.count == 1
@@ -134,8 +132,17 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     self.body = body
     compute = nil
     delivered = snapshot.versions(of: roots)
+    self.upstream = upstream
+    height = Self.height(above: upstream)
     let box = Memo(delivered, initial)
     memo.withLock { $0 = box }
+  }
+
+  /// The height of a node that reads `upstream` directly.
+  @usableFromInline static func height(above upstream: [any EvaluatedNode]) -> Int {
+    var highest = 0
+    for node in upstream where node.height > highest { highest = node.height }
+    return highest + 1
   }
 
   /// A following node, whose value is committed by its links (see ``follow(_:missing:wrap:)``).
