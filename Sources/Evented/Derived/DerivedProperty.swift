@@ -105,6 +105,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let height: Int
   /// Observation's view of this value (see ObservationSite.swift).
   @usableFromInline let observation = ObservationSlot()
+  /// A map of one property: subscribes the node to the property with a handler that
+  /// computes each commit's value directly, without a snapshot (``commitDirect(_:version:)``).
+  /// Set once, right after initialization, before the node is shared.
+  @usableFromInline var directLink: (@Sendable (DerivedProperty<Value>) -> SubscriptionCore)?
 
   /// A computed node: its value is `body` applied to a consistent snapshot of `roots`.
   ///
@@ -167,7 +171,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// subscriptions, then catches up with what was committed meanwhile.
   @usableFromInline func relink() {
     let onCommit = onCommit.unsafelyUnwrapped
-    let cores = roots.map { root in root.notify(self, onCommit) }
+    let cores = directLink.map { [$0(self)] } ?? roots.map { root in root.notify(self, onCommit) }
     let earlier = links.withLock { links in
       defer {
         links.sources = cores
@@ -209,7 +213,15 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// from a consistent snapshot; for a following node, from its sources.
   @inlinable var value: Value {
     guard body != nil else { return compute.unsafelyUnwrapped() }
-    if let memo = memo.withLock({ $0 }), Versions(roots.map(\.version)) == memo.versions {
+    if roots.count == 1 {
+      // Without an array of versions: the one root's version against the memo's, then
+      // against the state last delivered.
+      let version = roots[0].version
+      if let memo = memo.withLock({ $0 }), memo.versions.values[0] == version { return memo.value }
+      if let stored = hub.storage.withLock({ delivered.values[0] == version ? $0.stored : nil }) {
+        return stored
+      }
+    } else if let memo = memo.withLock({ $0 }), Versions(roots.map(\.version)) == memo.versions {
       // Each root still had the memo's version when read, so the memo's state held at
       // the first of those reads: it is consistent and current.
       return memo.value
@@ -224,6 +236,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return value as! Value }
     let versions = snapshot.versions(of: roots)
     if let memo = memo.withLock({ $0 }), memo.versions == versions { return memo.value }
+    if directLink != nil, let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil }) {
+      // A direct map's latest commit, which did not update the memo.
+      return stored
+    }
     if height > Snapshot.deepChain, snapshot.computed == nil { snapshot.evaluateUpstream(of: self) }
     let box = Memo(versions, body(snapshot))
     let replaced = memo.withLock { memo -> Memo? in
@@ -259,6 +275,15 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered = versions
+    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+  }
+
+  /// Commits `value`, computed directly from the commit with `version` of the one root,
+  /// if no later state was delivered. Runs in the root's delivery.
+  @inlinable func commitDirect(_ value: Value, version: UInt64) {
+    let token = hub.lockForCommit()
+    guard version > delivered.values[0] else { return token.unlock() }
+    delivered.values[0] = version
     if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
   }
 

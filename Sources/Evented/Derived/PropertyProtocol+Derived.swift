@@ -244,6 +244,18 @@ extension PropertyProtocol {
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
+    if let viewed = source.viewed {
+      // A map of a property: each commit's value is computed from the commit itself.
+      let node = DerivedProperty(
+        roots: source.roots, isDuplicate: isDuplicate
+      ) { snapshot in
+        transform(snapshot.read(viewed.hub))
+      }
+      node.directLink = { node in
+        HubRoot(property: viewed.hub, lazy: viewed.lazy).notifyDirectly(node, transform)
+      }
+      return ReadOnlyProperty(derived: node)
+    }
     let node = DerivedProperty(
       roots: source.roots, upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
     ) { snapshot in

@@ -93,6 +93,29 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   }
 }
 
+extension HubRoot where Message == Update<Stored> {
+  /// Subscribes `node`, a map of this property by `transform`, to every commit: each
+  /// commit's value is computed from the commit itself and committed to the node
+  /// (``DerivedProperty/commitDirect(_:version:)``), unless it was made inside a
+  /// transaction, which the node computes whole.
+  @inlinable func notifyDirectly<Value>(
+    _ node: DerivedProperty<Value>, _ transform: @escaping @Sendable (Stored) -> Value
+  ) -> SubscriptionCore {
+    let version = Atomic<UInt64>(0)
+    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
+    let hub = self.hub
+    let entry = RootEntry<Message>(node: node) { owner, update in
+      withExtendedLifetime(lazyToken) {}
+      let committed = version.add(1, ordering: .relaxed).newValue
+      let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
+      if transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed) { return node.refresh() }
+      node.commitDirect(transform(update.new), version: committed)
+    }
+    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
+    return entry
+  }
+}
+
 /// A derived value's subscription to one of its roots. It counts as alive only while
 /// the derived value has observers, so that the root's `observerCount` and sweeps see
 /// through an unobserved derived value (which then subscribes again when observed).

@@ -56,8 +56,13 @@ enum DeliveringThread {
   }
 
   /// The calling thread's state, made if needed.
-  @usableFromInline static var current: UnsafeMutablePointer<DeliveringState> {
+  @inlinable static var current: UnsafeMutablePointer<DeliveringState> {
     if let existing { return existing }
+    return make()
+  }
+
+  /// Makes the calling thread's state.
+  @usableFromInline @inline(never) static func make() -> UnsafeMutablePointer<DeliveringState> {
     let state = UnsafeMutablePointer<DeliveringState>.allocate(capacity: 1)
     state.initialize(to: DeliveringState())
     pthread_setspecific(key, state)

@@ -114,10 +114,11 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     case .deliver(let first):
       let core = token.state.pointee.core.unsafelyUnwrapped
       token.unlock()
-      if let thread = DeliveringThread.ifDelivering {
+      let thread = DeliveringThread.current
+      if thread.pointee.depth > 0 {
         postpone(first.parcel(), core: core, on: thread)
       } else {
-        drain(first, core: core)
+        drain(first, core: core, thread: thread)
       }
     case .heir(let ticket):
       waitForTurn(token, ticket)
@@ -133,7 +134,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
         wake?.broadcast()
         let core = token.state.pointee.core.unsafelyUnwrapped
         token.unlock()
-        if let first { drain(first, core: core) }
+        if let first { drain(first, core: core, thread: DeliveringThread.current) }
         return
       case .leave:
         token.unlock()
@@ -151,10 +152,15 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// another thread waits for it. When nothing is queued after a delivery, it stops
   /// without taking the lock (`tryStop`). `core` is the source's core, which every
   /// source that delivers has, and which outlives the source's deliveries.
+  ///
+  /// - Parameter thread: The calling thread's ``DeliveringState``.
   @inlinable
-  func drain<P: Package<Message>>(_ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>) {
+  func drain<P: Package<Message>>(
+    _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>,
+    thread: UnsafeMutablePointer<DeliveringState>
+  ) {
     let me = currentThreadID()
-    let thread = DeliveringThread.enter()
+    thread.pointee.depth += 1
     defer { DeliveringThread.exit(thread) }
     var foundGone = !first.deliver(me: me)
     _ = consume first
@@ -173,7 +179,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     _ first: Parcel<Message>, core: UnsafeMutablePointer<HubCore<Message>>,
     on thread: UnsafeMutablePointer<DeliveringState>
   ) {
-    DeliveringThread.postpone(thread) { self.drain(first, core: core) }
+    DeliveringThread.postpone(thread) { self.drain(first, core: core, thread: thread) }
   }
 
   /// Takes the next queued delivery, or stops delivering (or hands the role over).
