@@ -83,7 +83,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// A computed node's roots, each once; empty for a following node.
   @usableFromInline let roots: [any Root]
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
-  @usableFromInline let body: (@Sendable (Snapshot) -> Value)?
+  /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
+  @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
   /// A computed node's response to a commit of one of its roots: ``refresh(committed:force:)``.
   @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
@@ -100,7 +101,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// `flatMapLatest` only: the number of the current target.
   @usableFromInline let generation = Atomic<UInt>(0)
   /// The computed nodes whose values `body` reads directly.
-  @usableFromInline let upstream: [any EvaluatedNode]
+  /// Emptied only by the teardown of a chain (``detachForTeardown()``).
+  @usableFromInline @exclusivity(unchecked) var upstream: [any EvaluatedNode]
   /// The length of the longest chain of computed nodes from a root to this one.
   @usableFromInline let height: Int
   /// Observation's view of this value (see ObservationSite.swift).
@@ -297,6 +299,17 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     for core in cores { core.endSwept() }
     _ = target
+    guard !upstream.isEmpty else { return }
+    // The nodes below are released one at a time by the outermost deinit of the
+    // thread, not by each other's deinit in turn, so that freeing a chain of 5,000 maps
+    // does not recurse 5,000 deep.
+    var below = detachForTeardown()
+    let thread = DeliveringThread.current
+    if thread.pointee.isTearingDown { return thread.pointee.teardown.append(contentsOf: below) }
+    thread.pointee.isTearingDown = true
+    swap(&thread.pointee.teardown, &below)  // moved, so that no second array holds them
+    while let node = thread.pointee.teardown.popLast() { _ = node }
+    thread.pointee.isTearingDown = false
   }
 
   /// Subscribes the node to `source`, starting with its current value.
@@ -434,9 +447,19 @@ protocol EvaluatedNode: AnyObject, Sendable {
   var height: Int { get }
   /// Evaluates the node in `snapshot` and keeps the value in the snapshot.
   func evaluateIntoSnapshot(_ snapshot: Snapshot)
+  /// Drops the references to the nodes below (in `upstream` and in the body's
+  /// captures) and returns them: for a node being freed, whose body never runs again.
+  func detachForTeardown() -> [any EvaluatedNode]
 }
 
 extension DerivedProperty: EvaluatedNode {
+  @usableFromInline func detachForTeardown() -> [any EvaluatedNode] {
+    let below = upstream
+    upstream = []
+    body = nil
+    return below
+  }
+
   @usableFromInline func evaluateIntoSnapshot(_ snapshot: Snapshot) {
     let value = evaluate(in: snapshot)
     snapshot.computed?[ObjectIdentifier(self)] = value

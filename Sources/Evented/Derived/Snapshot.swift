@@ -137,8 +137,26 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
   /// Set once the node was found unobserved: the subscription is over for good.
   @usableFromInline let isDropped = Atomic<Bool>(false)
 
+  /// Deliveries since the node's observers were last checked.
+  @usableFromInline let deliveries = Atomic<UInt8>(0)
+
+  /// For a delivery: the node, checking that it is still observed once every 32
+  /// deliveries (a full check takes the node's locks). Sweeps and counts check every
+  /// time (`sweptOwner`), so an unobserved node is dropped by them at once, and by its
+  /// deliveries within 32 commits.
   @usableFromInline override var liveOwner: AnyObject? {
     guard !isDropped.load(ordering: .acquiring), let node else { return nil }
+    if deliveries.wrappingAdd(1, ordering: .relaxed).oldValue & 31 != 0 { return node }
+    return observed(node)
+  }
+
+  @usableFromInline override var sweptOwner: AnyObject? {
+    guard !isDropped.load(ordering: .acquiring), let node else { return nil }
+    return observed(node)
+  }
+
+  /// `node` if it still has observers; else nil, and the subscription is over for good.
+  @usableFromInline func observed(_ node: any ObservedNode) -> AnyObject? {
     guard node.keepsLinks() else {
       isDropped.store(true, ordering: .releasing)
       return nil

@@ -28,10 +28,15 @@
 struct DeliveringState {
   /// Delivery passes, queued handler calls and transactions the thread is inside.
   @usableFromInline var depth = 0
-  /// Deliveries postponed to the outermost frame, in the order they were committed.
-  @usableFromInline var postponed: [() -> Void] = []
+  /// Deliveries postponed to the outermost frame, in the order they were committed: a
+  /// list from `firstPostponed` to `lastPostponed`.
+  @usableFromInline var firstPostponed: PostponedDelivery?
+  @usableFromInline var lastPostponed: PostponedDelivery?
   /// The transaction the thread is inside, if any (Transaction.swift).
   @usableFromInline var transaction: RunningTransaction?
+  /// Derived values whose release a deinit on this thread postponed (DerivedProperty.swift).
+  @usableFromInline var teardown: [any EvaluatedNode] = []
+  @usableFromInline var isTearingDown = false
 
   @usableFromInline init() {}
 }
@@ -95,28 +100,42 @@ enum DeliveringThread {
   /// postponed to it.
   @inlinable @inline(__always)
   static func exit(_ state: UnsafeMutablePointer<DeliveringState>) {
-    if state.pointee.depth == 1, !state.pointee.postponed.isEmpty { runPostponed(state) }
+    if state.pointee.depth == 1, state.pointee.firstPostponed != nil { runPostponed(state) }
     state.pointee.depth -= 1
   }
 
   /// Postpones `delivery` to the outermost delivery frame of the calling thread, which
   /// must be inside one.
-  @usableFromInline static func postpone(
-    _ state: UnsafeMutablePointer<DeliveringState>, _ delivery: @escaping () -> Void
-  ) {
-    state.pointee.postponed.append(delivery)
+  @inlinable static func postpone(_ state: UnsafeMutablePointer<DeliveringState>, _ delivery: PostponedDelivery) {
+    if let last = state.pointee.lastPostponed {
+      last.next = delivery
+    } else {
+      state.pointee.firstPostponed = delivery
+    }
+    state.pointee.lastPostponed = delivery
   }
 
   /// Runs the postponed deliveries, including those they postpone in turn, in order.
   /// Called by the outermost frame (depth 1) between two of its own deliveries.
   @usableFromInline @inline(never)
   static func runPostponed(_ state: UnsafeMutablePointer<DeliveringState>) {
-    var index = 0
-    while index < state.pointee.postponed.count {
-      let delivery = state.pointee.postponed[index]
-      index += 1
-      delivery()
+    while let delivery = state.pointee.firstPostponed {
+      state.pointee.firstPostponed = delivery.next
+      if delivery.next == nil { state.pointee.lastPostponed = nil }
+      delivery.next = nil
+      delivery.run(state)
     }
-    state.pointee.postponed.removeAll(keepingCapacity: true)
   }
+}
+
+/// A delivery postponed to the outermost delivery frame of its thread.
+@usableFromInline
+class PostponedDelivery {
+  /// The next one in the thread's list; touched only by that thread.
+  @usableFromInline var next: PostponedDelivery?
+
+  @usableFromInline init() {}
+
+  /// Delivers, on the thread that postponed it.
+  @usableFromInline func run(_ thread: UnsafeMutablePointer<DeliveringState>) {}
 }

@@ -116,7 +116,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       let thread = DeliveringThread.current
       if thread.pointee.depth > 0 {
-        postpone(first.parcel(), core: core, on: thread)
+        DeliveringThread.postpone(thread, PostponedDrain(self, first, core: core))
       } else {
         drain(first, core: core, thread: thread)
       }
@@ -166,20 +166,10 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     _ = consume first
     while true {
       // The outermost pass delivers what its handlers' writes postponed, before going on.
-      if thread.pointee.depth == 1, !thread.pointee.postponed.isEmpty { DeliveringThread.runPostponed(thread) }
+      if thread.pointee.depth == 1, thread.pointee.firstPostponed != nil { DeliveringThread.runPostponed(thread) }
       guard foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) else { return }
       foundGone = !next.deliver(me: me)
     }
-  }
-
-  /// Postpones the delivery of `first`, and of the queue after it, to the outermost
-  /// delivery frame of this thread, which holds the delivering role meanwhile.
-  @usableFromInline @inline(never)
-  func postpone(
-    _ first: Parcel<Message>, core: UnsafeMutablePointer<HubCore<Message>>,
-    on thread: UnsafeMutablePointer<DeliveringState>
-  ) {
-    DeliveringThread.postpone(thread) { self.drain(first, core: core, thread: thread) }
   }
 
   /// Takes the next queued delivery, or stops delivering (or hands the role over).
@@ -307,7 +297,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       guard let core = state.core else { return (false, nil) }
       for case let entry? in core.pointee.subscribers.slots where !entry.isEnded {
         if entry.isOwnedByHandle { return (true, nil) }
-        if let owner = entry.liveOwner { return (true, owner) }
+        if let owner = entry.sweptOwner { return (true, owner) }
       }
       return (false, nil)
     }
@@ -363,5 +353,24 @@ class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Store
     }
     core.deinitialize(count: 1)
     core.deallocate()
+  }
+}
+
+/// A source's delivery of `first`, and of its queue after it, postponed to the outermost
+/// delivery frame of the thread, which holds the source's delivering role meanwhile.
+@usableFromInline
+final class PostponedDrain<Message: Sendable, Stored, P: Package<Message>>: PostponedDelivery {
+  @usableFromInline let hub: Hub<Message, Stored>
+  @usableFromInline let first: P
+  @usableFromInline let core: UnsafeMutablePointer<HubCore<Message>>
+
+  @inlinable init(_ hub: Hub<Message, Stored>, _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>) {
+    self.hub = hub
+    self.first = first
+    self.core = core
+  }
+
+  @inlinable override func run(_ thread: UnsafeMutablePointer<DeliveringState>) {
+    hub.drain(first, core: core, thread: thread)
   }
 }

@@ -87,6 +87,10 @@ class SubscriptionCore: @unchecked Sendable {
   /// once the owner is gone.
   @usableFromInline var liveOwner: AnyObject? { self }
 
+  /// `liveOwner`, exactly, for sweeps and counts (a delivery may use a cheaper answer
+  /// that is sometimes late: see `RootEntry`).
+  @usableFromInline var sweptOwner: AnyObject? { liveOwner }
+
   /// The thread running the handler now, or 0.
   @inlinable final var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
 

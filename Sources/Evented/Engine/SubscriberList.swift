@@ -107,7 +107,7 @@ struct SubscriberList<Message> {
         continue
       }
       if entry.isOwnedByHandle { continue }
-      if let owner = entry.liveOwner {
+      if let owner = entry.sweptOwner {
         if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
         continue
       }
@@ -180,7 +180,7 @@ struct SubscriberList<Message> {
         return true
       }
       if entry.isOwnedByHandle { return true }
-      if let owner = entry.liveOwner {
+      if let owner = entry.sweptOwner {
         garbage.rare().owners.append(owner)
         return true
       }
