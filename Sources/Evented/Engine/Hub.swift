@@ -116,7 +116,12 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       let thread = DeliveringThread.current
       if thread.pointee.depth > 0 {
-        DeliveringThread.postpone(thread, PostponedDrain(self, first, core: core))
+        // The closure captures nothing: it is made here, in specialized code, so that the
+        // postponed drain runs specialized too.
+        let postponed = PostponedDrain(self, first, core: core) { postponed, thread in
+          postponed.hub.drain(postponed.first, core: postponed.core, thread: thread)
+        }
+        DeliveringThread.postpone(thread, postponed)
       } else {
         drain(first, core: core, thread: thread)
       }
@@ -363,14 +368,19 @@ final class PostponedDrain<Message: Sendable, Stored, P: Package<Message>>: Post
   @usableFromInline let hub: Hub<Message, Stored>
   @usableFromInline let first: P
   @usableFromInline let core: UnsafeMutablePointer<HubCore<Message>>
+  @usableFromInline let body: (PostponedDrain, UnsafeMutablePointer<DeliveringState>) -> Void
 
-  @inlinable init(_ hub: Hub<Message, Stored>, _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>) {
+  @inlinable init(
+    _ hub: Hub<Message, Stored>, _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>,
+    body: @escaping (PostponedDrain, UnsafeMutablePointer<DeliveringState>) -> Void
+  ) {
     self.hub = hub
     self.first = first
     self.core = core
+    self.body = body
   }
 
   @inlinable override func run(_ thread: UnsafeMutablePointer<DeliveringState>) {
-    hub.drain(first, core: core, thread: thread)
+    body(self, thread)
   }
 }
