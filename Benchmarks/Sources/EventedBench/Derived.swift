@@ -1,6 +1,8 @@
 // Derived values. W1c: a write observed through `map`, against the same write observed
 // directly (W1b) and against a hand-written map in the floor's subscriber. W1d: a write
-// observed through a diamond (two maps of one property, combined).
+// observed through a diamond (two maps of one property, combined). W1t: two writes in
+// one transaction observed through `combineLatest`, against the same two writes made
+// plainly (W1t-plain).
 
 import Evented
 @preconcurrency import OpenCombine
@@ -108,6 +110,69 @@ func diamondWriteBench(_ peer: Peer) -> Result<Bench, Unavailable> {
         for _ in 0..<n {
           next &+= 1
           subject.value = next
+        }
+      })
+  case .eventedActor, .notificationCenter, .observation, .asyncStream:
+    return .failure(Unavailable("n/a (no derived value)"))
+  }
+}
+
+/// Two properties combined: one operation writes both, in one transaction (delivered
+/// once) or plainly (delivered twice). The floor and OpenCombine have no transaction
+/// and write twice in both rows; the floor's subscribers read the other side.
+func pairWriteBench(_ peer: Peer, inTransaction: Bool) -> Result<Bench, Unavailable> {
+  let sink = Sink()
+  switch peer {
+  case .floor:
+    let x = FloorProperty(0)
+    let y = FloorProperty(0)
+    x.subscribe { sink.add($0 &+ y.value) }
+    y.subscribe { sink.add(x.value &+ $0) }
+    var next = 0
+    return .success(
+      .onThisThread(sink: sink, deliveries: 2, keepAlive: [x, y]) { n in
+        for _ in 0..<n {
+          next &+= 1
+          x.value = next
+          y.value = next
+        }
+      })
+  case .evented:
+    let x = Property(0)
+    let y = Property(0)
+    let subscription = x.combineLatest(y).observe { pair in sink.add(pair.0 &+ pair.1) }
+    var next = 0
+    if inTransaction {
+      return .success(
+        .onThisThread(sink: sink, deliveries: 1, keepAlive: [x, y, subscription]) { n in
+          for _ in 0..<n {
+            next &+= 1
+            transaction {
+              x.value = next
+              y.value = next
+            }
+          }
+        })
+    }
+    return .success(
+      .onThisThread(sink: sink, deliveries: 2, keepAlive: [x, y, subscription]) { n in
+        for _ in 0..<n {
+          next &+= 1
+          x.value = next
+          y.value = next
+        }
+      })
+  case .openCombine:
+    let x = CurrentValueSubject<Int, Never>(0)
+    let y = CurrentValueSubject<Int, Never>(0)
+    let cancellable = sinkLatest(x, y) { sink.add($0 &+ $1) }
+    var next = 0
+    return .success(
+      .onThisThread(sink: sink, deliveries: 2, keepAlive: [x, y, cancellable]) { n in
+        for _ in 0..<n {
+          next &+= 1
+          x.send(next)
+          y.send(next)
         }
       })
   case .eventedActor, .notificationCenter, .observation, .asyncStream:

@@ -20,6 +20,12 @@ let workloads: [Workload] = [
   Workload(id: "W1d", title: "set a new value through a diamond of maps, 1 subscriber", unit: "ns/write") {
     diamondWriteBench($0)
   },
+  Workload(id: "W1t", title: "write two values in a transaction, combineLatest, 1 subscriber", unit: "ns/pair") {
+    pairWriteBench($0, inTransaction: true)
+  },
+  Workload(id: "W1t-plain", title: "write two values, combineLatest, 1 subscriber", unit: "ns/pair") {
+    pairWriteBench($0, inTransaction: false)
+  },
   Workload(id: "W2", title: "send to 100 subscribers", unit: "ns/delivery", divisor: 100) {
     sendBench($0, subscribers: 100)
   },
