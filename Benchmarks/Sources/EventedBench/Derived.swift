@@ -2,7 +2,8 @@
 // directly (W1b) and against a hand-written map in the floor's subscriber. W1d: a write
 // observed through a diamond (two maps of one property, combined). W1t: two writes in
 // one transaction observed through `combineLatest`, against the same two writes made
-// plainly (W1t-plain).
+// plainly (W1t-plain). W1r: reading an unchanged derived value, against reading the
+// property itself (W1r-plain).
 
 import Evented
 @preconcurrency import OpenCombine
@@ -173,6 +174,50 @@ func pairWriteBench(_ peer: Peer, inTransaction: Bool) -> Result<Bench, Unavaila
           next &+= 1
           x.send(next)
           y.send(next)
+        }
+      })
+  case .eventedActor, .notificationCenter, .observation, .asyncStream:
+    return .failure(Unavailable("n/a (no derived value)"))
+  }
+}
+
+/// Reads of a value while its property does not change: one operation is one read of
+/// `map { $0 &+ 1 }` (derived) or of the property itself. The floor applies the map
+/// to its value by hand; OpenCombine keeps the map's output in a second subject.
+func derivedReadBench(_ peer: Peer, derived: Bool) -> Result<Bench, Unavailable> {
+  let sink = Sink()
+  switch peer {
+  case .floor:
+    let property = FloorProperty(0)
+    return .success(
+      .onThisThread(sink: sink, deliveries: 1, keepAlive: [property]) { n in
+        if derived {
+          for _ in 0..<n { sink.add(property.value &+ 1) }
+        } else {
+          for _ in 0..<n { sink.add(property.value) }
+        }
+      })
+  case .evented:
+    let property = Property(0)
+    let mapped = property.map { $0 &+ 1 }
+    return .success(
+      .onThisThread(sink: sink, deliveries: 1, keepAlive: [property, mapped]) { n in
+        if derived {
+          for _ in 0..<n { sink.add(mapped.value) }
+        } else {
+          for _ in 0..<n { sink.add(property.value) }
+        }
+      })
+  case .openCombine:
+    let subject = CurrentValueSubject<Int, Never>(0)
+    let mapped = CurrentValueSubject<Int, Never>(1)
+    let cancellable = subject.map { $0 &+ 1 }.subscribe(mapped)
+    return .success(
+      .onThisThread(sink: sink, deliveries: 1, keepAlive: [subject, mapped, cancellable]) { n in
+        if derived {
+          for _ in 0..<n { sink.add(mapped.value) }
+        } else {
+          for _ in 0..<n { sink.add(subject.value) }
         }
       })
   case .eventedActor, .notificationCenter, .observation, .asyncStream:

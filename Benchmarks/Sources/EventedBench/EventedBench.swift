@@ -26,6 +26,12 @@ let workloads: [Workload] = [
   Workload(id: "W1t-plain", title: "write two values, combineLatest, 1 subscriber", unit: "ns/pair") {
     pairWriteBench($0, inTransaction: false)
   },
+  Workload(id: "W1r", title: "read an unchanged value through map", unit: "ns/read") {
+    derivedReadBench($0, derived: true)
+  },
+  Workload(id: "W1r-plain", title: "read an unchanged property", unit: "ns/read") {
+    derivedReadBench($0, derived: false)
+  },
   Workload(id: "W2", title: "send to 100 subscribers", unit: "ns/delivery", divisor: 100) {
     sendBench($0, subscribers: 100)
   },

@@ -192,6 +192,7 @@ struct Report {
     relative("W3-100k", to: "W3", [.evented: 1.2, .eventedActor: 1.2])
     relative("W1d", to: "W1b", [.evented: 3])
     relative("W1t", to: "W1t-plain", [.evented: 2.5])
+    relative("W1r", to: "W1r-plain", [.evented: 2])
     return checks
   }
 
