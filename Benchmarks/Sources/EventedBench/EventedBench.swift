@@ -17,6 +17,21 @@ let workloads: [Workload] = [
   Workload(id: "W1", title: "send one Int to 1 subscriber", unit: "ns/send") { sendBench($0, subscribers: 1) },
   Workload(id: "W1b", title: "set a new value, 1 subscriber", unit: "ns/write") { writeBench($0) },
   Workload(id: "W1c", title: "set a new value through map, 1 subscriber", unit: "ns/write") { mapWriteBench($0) },
+  Workload(id: "W1d", title: "set a new value through a diamond of maps, 1 subscriber", unit: "ns/write") {
+    diamondWriteBench($0)
+  },
+  Workload(id: "W1t", title: "write two values in a transaction, combineLatest, 1 subscriber", unit: "ns/pair") {
+    pairWriteBench($0, inTransaction: true)
+  },
+  Workload(id: "W1t-plain", title: "write two values, combineLatest, 1 subscriber", unit: "ns/pair") {
+    pairWriteBench($0, inTransaction: false)
+  },
+  Workload(id: "W1r", title: "read an unchanged value through map", unit: "ns/read") {
+    derivedReadBench($0, derived: true)
+  },
+  Workload(id: "W1r-plain", title: "read an unchanged property", unit: "ns/read") {
+    derivedReadBench($0, derived: false)
+  },
   Workload(id: "W2", title: "send to 100 subscribers", unit: "ns/delivery", divisor: 100) {
     sendBench($0, subscribers: 100)
   },

@@ -100,8 +100,9 @@ struct Report {
   }
 
   /// The targets, checked for each Evented variant that ran: ratios to the floor of
-  /// the same run (W6, W8, W8e: bytes; W7: to AsyncStream; the scaling rows: to the
-  /// variant's own smaller row). A variant without a target for a row is not checked.
+  /// the same run (W6, W8, W8e: bytes; W7: to AsyncStream; the scaling and derived
+  /// rows: to the variant's own cost in another row). A variant without a target for a
+  /// row is not checked.
   func targets() -> [TargetCheck] {
     var checks: [TargetCheck] = []
     let variants: [Peer] = [.evented, .eventedActor].filter(options.peers.contains)
@@ -170,20 +171,28 @@ struct Report {
             met: ratio <= 1.1 && lost == 0))
       }
     }
-    func scaling(_ big: String, _ small: String, _ bound: Double) {
-      guard let bigRow = row(big), let smallRow = row(small) else { return }
+    /// `id` against the same variant's cost in `base`; not measured when `base` did not run.
+    func relative(_ id: String, to base: String, _ bounds: [Peer: Double]) {
+      guard let row = row(id) else { return }
       for peer in variants {
-        guard let large = bigRow.measured(peer), let base = smallRow.measured(peer) else { continue }
-        let ratio = large.wall / base.wall
+        guard let bound = bounds[peer], let value = row.measured(peer) else { continue }
+        guard let cost = self.row(base)?.measured(peer) else {
+          checks.append(TargetCheck(workload: id, text: "\(peer.title) ≤ \(bound) × its \(base) cost", met: nil))
+          continue
+        }
+        let ratio = value.wall / cost.wall
         checks.append(
           TargetCheck(
-            workload: big,
-            text: "\(peer.title) \(String(format: "%.2f", ratio)) × its \(small) cost, target ≤ \(bound)",
+            workload: id,
+            text: "\(peer.title) \(String(format: "%.2f", ratio)) × its \(base) cost, target ≤ \(bound)",
             met: ratio <= bound))
       }
     }
-    scaling("W2-10k", "W2", 1.2)
-    scaling("W3-100k", "W3", 1.2)
+    relative("W2-10k", to: "W2", [.evented: 1.2, .eventedActor: 1.2])
+    relative("W3-100k", to: "W3", [.evented: 1.2, .eventedActor: 1.2])
+    relative("W1d", to: "W1b", [.evented: 3])
+    relative("W1t", to: "W1t-plain", [.evented: 2.5])
+    relative("W1r", to: "W1r-plain", [.evented: 2])
     return checks
   }
 
