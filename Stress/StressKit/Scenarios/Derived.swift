@@ -172,6 +172,44 @@ final class PerSourceWatcher: Watcher, @unchecked Sendable {
 
 private final class DerivedAnchor: Sendable {}
 
+/// One thread writes `p = 1`, `q = 1`, `p = 2`, `q = 2` while two other threads hold the
+/// delivering role of `p` and of `q` (each inside the replay of a subscription of its
+/// own); then they deliver, `p`'s first. An observer of `p.combineLatest(q)` must only
+/// see states that existed in that program order: computing from `p`'s delivered
+/// value `1` and `q`'s latest value `2` would give `(1, 2)`, which never existed.
+func lateDeliveryProbe(_ run: ScenarioRun) {
+  let p = Property(0)
+  let q = Property(0)
+  let watcher = ProgramOrderWatcher(run: run, label: "late-delivery probe")
+  let observed = p.combineLatest(q).observe { watcher.see($0) }
+  let holders = [p, q].map { source in
+    let holding = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let done = DispatchSemaphore(value: 0)
+    let isReplay = Atomic<Bool>(true)
+    DispatchQueue.global().async {
+      let late = source.observe { _ in
+        guard isReplay.exchange(false, ordering: .relaxed) else { return }
+        holding.signal()
+        release.wait()
+      }
+      late.cancel()
+      done.signal()
+    }
+    holding.wait()
+    return (release, done)
+  }
+  p.value = 1
+  q.value = 1
+  p.value = 2
+  q.value = 2
+  for (release, done) in holders {
+    release.signal()
+    done.wait()
+  }
+  observed.cancel()
+}
+
 let derived = Scenario(
   name: "derived",
   summary: "writers drive map, combineLatest, flatMapLatest and event operators; order, no torn pair, convergence",
@@ -190,6 +228,7 @@ let derived = Scenario(
   let first = Property(0)
   let second = Property(0)
   let ordered = first.combineLatest(second)
+  let pairsWritten = Atomic<Int>(0)
   let inA = Property(0)
   let inB = Property(0)
   let whole = inA.combineLatest(inB.map { $0 })
@@ -236,8 +275,10 @@ let derived = Scenario(
     ]
   }
 
+  lateDeliveryProbe(run)
   var failed = false
   func converge(_ when: String) {
+    lateDeliveryProbe(run)
     if failed && when != "at the end" { return }
     for (watcher, onQueue, current) in watchers {
       let expected = current()
@@ -282,6 +323,7 @@ let derived = Scenario(
         worker.at(.write)
         first.value = written
         second.value = written
+        pairsWritten.add(1, ordering: .relaxed)
         worker.at(.read)
         let read = ordered.value
         if read.0 < written || read.1 < written {
@@ -291,7 +333,14 @@ let derived = Scenario(
         // Subscribing replays through `first`'s queue: this thread may then deliver the
         // writer's commits to `first`, late, after the writer wrote `second` again.
         worker.at(.subscribe)
-        let late = first.observe { _ in spin(microseconds: 100) }
+        let late = first.observe { _ in
+          // Holds `first`'s delivery (its replay) until the writer has written both
+          // properties twice more, or 500 µs: its commits to `first` are then delivered
+          // late, after `second` moved on.
+          let start = pairsWritten.load(ordering: .relaxed)
+          let deadline = ContinuousClock.now.advanced(by: .microseconds(500))
+          while pairsWritten.load(ordering: .relaxed) < start + 2 && ContinuousClock.now < deadline {}
+        }
         worker.at(.cancel)
         late.cancel()
       } else if roll < 35 {
