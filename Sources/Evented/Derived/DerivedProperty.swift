@@ -219,11 +219,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // Without an array of versions: the one root's version against the memo's, then
       // against the state last delivered.
       let version = roots[0].version
-      if let memo = memo.withLock({ $0 }), memo.versions.values[0] == version { return memo.value }
-      if let stored = hub.storage.withLock({ delivered.values[0] == version ? $0.stored : nil }) {
+      if let memo = memo.withLock({ $0 }), memo.versions.first == version { return memo.value }
+      if let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil }) {
         return stored
       }
-    } else if let memo = memo.withLock({ $0 }), Versions(roots.map(\.version)) == memo.versions {
+    } else if let memo = memo.withLock({ $0 }), Versions(of: roots, { $0.version }) == memo.versions {
       // Each root still had the memo's version when read, so the memo's state held at
       // the first of those reads: it is consistent and current.
       return memo.value
@@ -284,8 +284,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// if no later state was delivered. Runs in the root's delivery.
   @inlinable func commitDirect(_ value: Value, version: UInt64) {
     let token = hub.lockForCommit()
-    guard version > delivered.values[0] else { return token.unlock() }
-    delivered.values[0] = version
+    guard version > delivered.first else { return token.unlock() }
+    delivered.first = version
     if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
   }
 

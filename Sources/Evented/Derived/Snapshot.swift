@@ -52,25 +52,33 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// The hooks of a lazy property: a derived value following it counts as its observer.
   @usableFromInline let lazy: LazyHooks?
 
+  /// ``pin()`` and ``version``, as closures that capture nothing, made by the inlinable
+  /// initializer: so they run code specialized for the hub's types, not the generic
+  /// code that a call through the `Root` protocol would reach.
+  @usableFromInline let pinning: @Sendable (Hub<Message, Stored>) -> (version: UInt64, value: any Sendable)
+  @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
+
   @inlinable init(
     _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
   ) {
     self.hub = hub
     self.committedValue = committedValue
     self.lazy = lazy
+    pinning = { hub in
+      let me = currentThreadID()
+      return hub.storage.withLock { $0.visible(to: me) }
+    }
+    versioning = { hub in
+      let me = currentThreadID()
+      return hub.storage.withLock { $0.visibleVersion(to: me) }
+    }
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
 
-  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
-    let me = currentThreadID()
-    return hub.storage.withLock { $0.visible(to: me) }
-  }
+  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) { pinning(hub) }
 
-  @usableFromInline var version: UInt64 {
-    let me = currentThreadID()
-    return hub.storage.withLock { $0.visibleVersion(to: me) }
-  }
+  @usableFromInline var version: UInt64 { versioning(hub) }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
@@ -187,16 +195,32 @@ extension HubRoot where Message == Update<Stored> {
 /// The versions of a derived value's roots, in the order of its `roots`.
 @usableFromInline
 struct Versions: Sendable, Equatable {
-  @usableFromInline var values: [UInt64]
+  /// The first root's version, kept inline, so that the versions of one root (the most
+  /// common case) need no array.
+  @usableFromInline var first: UInt64
+  /// The other roots' versions.
+  @usableFromInline var rest: [UInt64]
 
   @inlinable init(_ values: [UInt64]) {
-    self.values = values
+    first = values.first ?? 0
+    rest = values.count > 1 ? Array(values.dropFirst()) : []
+  }
+
+  /// The versions of `roots`, each read by `version`.
+  @inlinable init(of roots: [any Root], _ version: (any Root) -> UInt64) {
+    first = roots.isEmpty ? 0 : version(roots[0])
+    rest = []
+    if roots.count > 1 {
+      rest.reserveCapacity(roots.count - 1)
+      for root in roots.dropFirst() { rest.append(version(root)) }
+    }
   }
 
   /// Whether `self` is a later state than `other`: no root older, and one newer.
   @inlinable func isLater(than other: Versions) -> Bool {
-    var newer = false
-    for (mine, theirs) in zip(values, other.values) {
+    if first < other.first { return false }
+    var newer = first > other.first
+    for (mine, theirs) in zip(rest, other.rest) {
       if mine < theirs { return false }
       if mine > theirs { newer = true }
     }
@@ -209,6 +233,8 @@ struct Versions: Sendable, Equatable {
 final class Snapshot {
   @usableFromInline struct Pin: Sendable {
     @usableFromInline let root: any Root
+    /// `root.identity`, kept so that finding a pin calls nothing.
+    @usableFromInline let identity: ObjectIdentifier
     @usableFromInline let version: UInt64
     @usableFromInline let value: any Sendable
     /// A commit made inside a transaction: not a state of its own.
@@ -216,16 +242,17 @@ final class Snapshot {
 
     @usableFromInline init(root: any Root, version: UInt64, value: any Sendable, isPartial: Bool = false) {
       self.root = root
+      identity = root.identity
       self.version = version
       self.value = value
       self.isPartial = isPartial
     }
   }
 
-  @usableFromInline var pins: [Pin] = []
+  @usableFromInline @exclusivity(unchecked) var pins: [Pin] = []
   /// The values of the computed nodes evaluated so far, by node; nil except while a
   /// deep chain is evaluated.
-  @usableFromInline var computed: [ObjectIdentifier: any Sendable]?
+  @usableFromInline @exclusivity(unchecked) var computed: [ObjectIdentifier: any Sendable]?
 
   @usableFromInline init() {}
 
@@ -257,29 +284,35 @@ final class Snapshot {
 
   /// The pinned version and value of `root`, pinning it now if this is its first read.
   @usableFromInline func pin(_ root: any Root) -> Pin {
+    pins[index(of: root)]
+  }
+
+  /// The index in `pins` of `root`'s pin, pinning it now if this is its first read.
+  @usableFromInline func index(of root: any Root) -> Int {
     let identity = root.identity
-    for pin in pins where pin.root.identity == identity { return pin }
+    for index in pins.indices where pins[index].identity == identity { return index }
     let (version, value) = root.pin()
-    let pin = Pin(root: root, version: version, value: value)
-    pins.append(pin)
-    return pin
+    pins.append(Pin(root: root, version: version, value: value))
+    return pins.count - 1
   }
 
   /// The pinned value of `hub`'s stored value.
   @inlinable func read<Message, Value: Sendable>(_ hub: Hub<Message, Value>) -> Value {
     let identity = ObjectIdentifier(hub.storage)
-    for pin in pins where pin.root.identity == identity { return pin.value as! Value }
-    return pin(HubRoot(hub, committedValue: nil)).value as! Value
+    for index in pins.indices where pins[index].identity == identity { return pins[index].value as! Value }
+    return pins[index(of: HubRoot(hub, committedValue: nil))].value as! Value
   }
 
   /// The versions of `roots` in this snapshot, pinning those not read yet.
   @usableFromInline func versions(of roots: [any Root]) -> Versions {
-    Versions(roots.map { pin($0).version })
+    Versions(of: roots) { pins[index(of: $0)].version }
   }
 
   /// Whether every pinned value held at one instant: no root moved since it was pinned.
   @usableFromInline var isConsistent: Bool {
-    pins.count <= 1 || pins.allSatisfy { $0.root.version == $0.version }
+    if pins.count <= 1 { return true }
+    for index in pins.indices where pins[index].root.version != pins[index].version { return false }
+    return true
   }
 
   /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
