@@ -277,7 +277,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered = versions
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    commitState(token, value)
   }
 
   /// Commits `value`, computed directly from the commit with `version` of the one root,
@@ -286,7 +286,47 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let token = hub.lockForCommit()
     guard version > delivered.first else { return token.unlock() }
     delivered.first = version
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    commitState(token, value)
+  }
+
+  /// Commits `value` as the node's new state; takes over the caller's lock of the hub.
+  ///
+  /// Bounded: if another thread is delivering the node's earlier states and the newest
+  /// one it has not started is an update for every observer, that update is replaced by
+  /// one to `value` (from the same old value) instead of queuing another. So a node
+  /// holds at most one undelivered state beyond what its deliverer has started, however
+  /// fast its roots change and however slow its observers are, and its observers skip
+  /// to the newest state, never back. A thread with nobody else delivering commits and
+  /// delivers every state.
+  @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value) {
+    if let core = token.state.pointee.core, core.pointee.queue.backlog > 0 {
+      coalesce(token, value)
+    } else if !hub.change(token, to: value, isDuplicate: isDuplicate) {
+      hub.scanForDeadOwners()
+    }
+  }
+
+  /// ``commitState(_:_:)`` while earlier states wait for another thread: replaces the
+  /// newest waiting update for every observer, if that is what waits last. Out of line,
+  /// so that the common path's frame has no room for its temporaries.
+  @inlinable @inline(never)
+  func coalesce(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value) {
+    let state = token.state
+    let core = state.pointee.core.unsafelyUnwrapped
+    let index = core.pointee.queue.pending.count - 1
+    guard let last = core.pointee.queue.pending[index], case .all = last.recipients,
+      !(isDuplicate.map { $0(state.pointee.stored, value) } ?? false),
+      let recipients = state.pointee.recipientsOfCommit()
+    else {
+      if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+      return
+    }
+    core.pointee.queue.pending[index] = Parcel(
+      message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
+    state.pointee.version &+= 1
+    let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
+    token.unlock()
+    withExtendedLifetime((old, last)) {}  // released after unlocking
   }
 
   deinit {

@@ -151,3 +151,37 @@ import Testing
     again.cancel()
   }
 }
+
+/// Each observer of a derived value holds O(1) undelivered state.
+@Suite struct DerivedBoundTests {
+  @Test func boundedASlowObserverOfAMapHoldsOneUndeliveredStateAndItsSubscribeReturns() {
+    let p = Property(0)
+    let m = p.map { $0 }
+    let inReplay = Gate()
+    let release = Gate()
+    let received = Recorder<Int>()
+    let isFirst = Atomic<Bool>(true)
+    // This thread subscribes: the replay makes it the map's deliverer, and its handler
+    // holds the first delivery until the writes below are done.
+    let subscriber = Spawned {
+      let subscription = m.observe { value in
+        if isFirst.exchange(false, ordering: .relaxed) {
+          inReplay.open()
+          _ = release.wait()
+        }
+        received.append(value)
+      }
+      subscription.cancel()
+    }
+    #expect(inReplay.wait())
+    for value in 1...10_000 { p.value = value }
+    let backlog = m.derived!.hub.storage.withLock { $0.queue.backlog }
+    #expect(backlog <= 1)
+    release.open()
+    #expect(subscriber.join())
+    #expect(received.values.first == 0)
+    #expect(received.values.last == 10_000)
+    #expect(received.values.count <= 3)
+    #expect(received.values == received.values.sorted())
+  }
+}
