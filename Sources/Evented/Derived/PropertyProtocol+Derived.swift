@@ -163,6 +163,7 @@ extension PropertyProtocol {
   ///   nil.
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** As the other `flatMapLatest`.
+  @_disfavoredOverload
   @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target?
   ) -> ReadOnlyProperty<Target.Value?> {
@@ -179,6 +180,7 @@ extension PropertyProtocol {
   ///   change from `x` to `x` (nil to nil included).
   /// - **Reentrancy:** As ``Property``.
   /// - **Lifetime:** As the other `flatMapLatest`.
+  @_disfavoredOverload
   @inlinable public func flatMapLatest<Target: PropertyProtocol>(
     _ transform: @escaping @Sendable (Value) -> Target?
   ) -> ReadOnlyProperty<Target.Value?> where Target.Value: Equatable {
