@@ -175,7 +175,7 @@ import Testing
       }
     }
     let final = await property.value
-    #expect(await settles { latest.withLock { $0 } == final })
+    #expect(await settles { latest.current == final })
     #expect(await settles { handled.values.last == final && handled.count == changes.count + 1 })
     let all = changes.values
     #expect(all.last?.newValue == final)

@@ -142,10 +142,10 @@ import Testing
       }
       made.withLock { $0 = subscription }
     }
-    #expect(await settles { made.withLock { $0 } != nil })
+    #expect(await settles { made.current != nil })
     await Task(priority: .high) { await source.send(1) }.value
-    #expect(await settles { priorities.withLock { $0.count } == 1 })
-    #expect(priorities.withLock { $0 } == [.utility])
-    made.withLock { $0 }?.cancel()
+    #expect(await settles { priorities.current.count == 1 })
+    #expect(priorities.current == [.utility])
+    made.current?.cancel()
   }
 }
