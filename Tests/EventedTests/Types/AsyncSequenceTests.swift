@@ -39,7 +39,7 @@ private final class ProfileModel: Sendable {
 }
 
 @MainActor private final class MainScreen {
-  var shown: [Int] = []
+  var shown: [Int] = [] { didSet { Changes.signal() } }
   var streamed: [Int] = []
   func show(_ value: Int) { shown.append(value) }
   func showStreamed(_ value: Int) { streamed.append(value) }
