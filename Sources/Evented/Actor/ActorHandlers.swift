@@ -36,9 +36,10 @@ import Synchronization
 /// drains the queue while it has messages.
 @usableFromInline
 final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendable {
-  // @unchecked Sendable: as SubscriptionCore; the queue, the handler and the phase are
-  // in `state`, guarded by its lock; `priority` and `backlog` are immutable,
-  // `undelivered` is atomic.
+  // @unchecked Sendable: the queue, the handler and the phase are in `state`, guarded
+  // by its lock; `isClosed` and `undelivered` are atomic; `source` and `owner` are
+  // written once, before the subscription is published; `priority` and `backlog` are
+  // immutable; the rest as SubscriptionCore.
   @usableFromInline typealias Handler = ActorHandlerBody<Message>
 
   @usableFromInline let state: Lock<ActorHandlerState<Message>>

@@ -63,8 +63,13 @@ struct LinkState: Sendable {
 /// The engine of one derived property.
 @usableFromInline
 final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
-  // @unchecked Sendable: `delivered` is guarded by the hub's lock; the memo and the
-  // links by their own locks; everything else is immutable.
+  // @unchecked Sendable: `delivered` is guarded by the lock of this node's own `hub`
+  // (touched only under `hub.storage`'s lock, or between `hub.lockForCommit()` and the
+  // commit that unlocks); `memo` and `links` are guarded by their own locks;
+  // `generation` and `observation` are atomic. `directLink` is written once, before the
+  // node is shared; `body` and `upstream` are written after that only by the node's own
+  // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
+  // is immutable.
   /// The last computed value and the versions it was computed from, boxed, so that
   /// replacing it moves a reference (a large value is not copied to the stack).
   @usableFromInline final class Memo: Sendable {

@@ -129,7 +129,9 @@ extension HubRoot where Message == Update<Stored> {
 /// through an unobserved derived value (which then subscribes again when observed).
 @usableFromInline
 final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
-  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore); `node` is written once, before the subscription is published;
+  // `isDropped` and `deliveries` are atomic.
   @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
 
   @usableFromInline @exclusivity(unchecked) var handler: Handler?

@@ -13,8 +13,8 @@ import Synchronization
 /// One subscription with a handler for `Message`; see `OwnedEntry` and `HandleEntry`.
 @usableFromInline
 class Entry<Message>: SubscriptionCore, @unchecked Sendable {
-  // @unchecked Sendable: see SubscriptionCore; the subclasses' handlers are ordered by
-  // `word`.
+  // @unchecked Sendable: no stored property of its own, and no lock; the subclasses'
+  // handlers are ordered by `word` (see SubscriptionCore).
 
   /// Calls the handler; `owner` is `liveOwner`.
   @usableFromInline func invoke(_ owner: AnyObject, _ message: Message) {
@@ -105,7 +105,8 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
 /// A subscription whose handler receives its owner, held weakly.
 @usableFromInline
 final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Sendable {
-  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore); `owner` is written once, before the subscription is published.
   @usableFromInline typealias Handler = @Sendable (Owner, Message) -> Void
 
   /// Set to nil when released (not to a no-op closure: in unspecialized code an empty
@@ -134,7 +135,8 @@ final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Se
 /// A subscription owned by its handle, whose handler receives only the message.
 @usableFromInline
 final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
-  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Message) -> Void
 
   /// Set to nil when released.
@@ -164,7 +166,8 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
 /// large value on the stack.
 @usableFromInline
 final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
-  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore); `owner` is written once, before the subscription is published.
   @usableFromInline typealias Handler = @Sendable (Owner, Value) -> Void
 
   @usableFromInline @exclusivity(unchecked) var handler: Handler?
@@ -191,7 +194,8 @@ final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Val
 /// A property subscription owned by its handle, whose handler receives the new value.
 @usableFromInline
 final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
-  // @unchecked Sendable: `handler` is ordered by `word` (see SubscriptionCore).
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Value) -> Void
 
   @usableFromInline @exclusivity(unchecked) var handler: Handler?

@@ -25,7 +25,8 @@
 @usableFromInline
 struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   // @unchecked Sendable: every mutable field is in the state, guarded by the lock the
-  // storage holds; the waiting room is used only with that lock.
+  // storage holds. The state's waiting room (`Condition`) relies on that lock too: its
+  // tickets are touched and its broadcasts made only while it is held.
   @usableFromInline let storage: HubStorage<Message, Stored>
 
   @usableFromInline typealias Token = LockToken<HubState<Message, Stored>>

@@ -68,8 +68,9 @@ final class DeliveryTarget: Sendable {
 /// waiting for them.
 @usableFromInline
 final class QueuePressure: @unchecked Sendable {
-  // @unchecked Sendable: `mutex` guards `full` and the wait; `fullCount` mirrors
-  // `full.count` for the check made under the source's lock.
+  // @unchecked Sendable: `mutex` guards `full` and the wait; `fullCount` (atomic,
+  // written only under `mutex`) mirrors `full.count` for the check that committing
+  // threads make without `mutex`.
   /// The source's backlog limit.
   @usableFromInline let limit: Int
   @usableFromInline let fullCount = Atomic<Int>(0)

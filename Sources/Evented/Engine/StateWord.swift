@@ -34,9 +34,13 @@ import Synchronization
 /// The type-erased part of one subscription.
 @usableFromInline
 class SubscriptionCore: @unchecked Sendable {
-  // @unchecked Sendable: `word` (atomic) orders access to the handler as described at
-  // the top of this file; `isOwnedByHandle` is written once before the subscription is published (hence
-  // `@exclusivity(unchecked)`: the lock or the publication orders every access).
+  // @unchecked Sendable: owns no lock. The atomic `word` orders every access to a
+  // subclass's handler as a lock would (a start acquires it, the matching finish
+  // releases it; see the top of this file). A thread that waits for a running handler
+  // waits under the lock of `WaitRoom.shared`, which guards only that wait.
+  // `isOwnedByHandle` is written once, before the subscription is published to its
+  // source (under the hub's lock, or on the actor), which orders every later read
+  // (hence `@exclusivity(unchecked)`); `isOnce` and `target` are immutable.
 
   @usableFromInline static let ended: UInt = 1
   @usableFromInline static let runnerReleases: UInt = 2

@@ -215,7 +215,11 @@ import Testing
     await source.send(1)
     #expect(await settles { seen.values == [1] })
     #expect(subscription.isActive)
+    // The delivery that recorded 1 holds the owner until it returns: wait for the owner
+    // to deinitialize.
+    weak let gone = owner
     owner = nil
+    #expect(await settles { gone == nil })
     #expect(!subscription.isActive)
     #expect(await source.observerCount == 0)
     await source.send(2)

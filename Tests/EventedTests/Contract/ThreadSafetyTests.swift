@@ -141,7 +141,8 @@ import Testing
       }
     }
     // A handler still running on the actor's delivery task holds its owner until it
-    // returns, so the count reaches 0 once the deliveries in flight are done.
+    // returns, so the count reaches 0 once the deliveries in flight are done (an
+    // owner's deinit signals the wait).
     #expect(await settles { await subject.observerCount == 0 })
   }
 }

@@ -14,11 +14,11 @@ import Testing
     let queue = DispatchQueue(label: "slow")
     let reachedLimit = Gate()
     let peakBacklog = Atomic<Int>(0)
-    let last = Atomic<Int>(-1)
+    let last = Number(-1)
     let subscription = property.observeChanges(on: .queue(queue)) { change in
       reachedLimit.wait()
       peakBacklog.max(property.value - change.newValue, ordering: .relaxed)
-      last.store(change.newValue, ordering: .releasing)
+      last.store(change.newValue)
       work(microseconds: 20)
     }
     #expect(
@@ -28,7 +28,7 @@ import Testing
           if value == limit { reachedLimit.open() }
         }
       })
-    #expect(await settles { last.load(ordering: .acquiring) == 400 })
+    #expect(await settles { last.value == 400 })
     #expect(peakBacklog.load(ordering: .relaxed) <= limit + 1)
     subscription.cancel()
   }
@@ -62,38 +62,38 @@ import Testing
     // handler cannot run before the block returns, so waiting would never end.
     let property = Property(0, backlogLimit: 2)
     let queue = DispatchQueue(label: "shared")
-    let last = Atomic<Int>(-1)
-    let subscription = property.observeChanges(on: .queue(queue)) { last.store($0.newValue, ordering: .releasing) }
+    let last = Number(-1)
+    let subscription = property.observeChanges(on: .queue(queue)) { last.store($0.newValue) }
     #expect(completesOnAnotherThread { queue.sync { for value in 1...50 { property.value = value } } })
     let targeting = DispatchQueue(label: "targeting", target: queue)
     #expect(completesOnAnotherThread { targeting.sync { for value in 51...100 { property.value = value } } })
-    #expect(await settles { last.load(ordering: .acquiring) == 100 })
+    #expect(await settles { last.value == 100 })
     subscription.cancel()
   }
 
   @Test func overloadAQueueHandlerWritingItsOwnSourceNeverWaits() async {
     let property = Property(0, backlogLimit: 1)
-    let last = Atomic<Int>(-1)
+    let last = Number(-1)
     let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "writer"))) { change in
       if change.newValue < 100 { property.value = change.newValue + 1 }
-      last.store(change.newValue, ordering: .releasing)
+      last.store(change.newValue)
     }
     #expect(completesOnAnotherThread { property.value = 1 })
-    #expect(await settles { last.load(ordering: .acquiring) == 100 })
+    #expect(await settles { last.value == 100 })
     subscription.cancel()
   }
 
   @Test func overloadAWriterWaitingForAQueueDoesNotHoldTheLock() async {
     // The queue's handler reads the value while the writer waits for room.
     let property = Property(0, backlogLimit: 2)
-    let reads = Atomic<Int>(0)
+    let reads = Number(0)
     let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "reader"))) { _ in
       _ = property.value
-      reads.add(1, ordering: .relaxed)
+      reads.increment()
       work(microseconds: 50)
     }
     #expect(completesOnAnotherThread { for value in 1...100 { property.value = value } })
-    #expect(await settles { reads.load(ordering: .relaxed) == 100 })
+    #expect(await settles { reads.value == 100 })
     subscription.cancel()
   }
 }

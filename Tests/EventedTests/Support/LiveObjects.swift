@@ -32,9 +32,14 @@ final class Tracked: Sendable {
   deinit { live.died() }
 }
 
-/// A plain owner for subscriptions.
+/// A plain owner for subscriptions. Its deinit signals `Changes`: a wait for a count of
+/// subscriptions may be waiting for an owner to go.
 final class Owner: Sendable {
+  private let scope = Changes.currentScope
+
   init() {}
+
+  deinit { Changes.signal(scope) }
 }
 
 /// An object that runs `onDeinit` when it is deinitialized.

@@ -18,15 +18,21 @@
 let generousTimeout: Duration = .seconds(10)
 
 /// State guarded by a pthread mutex, with a condition variable broadcast after every
-/// change so that waiters can re-check it.
+/// change so that waiters can re-check it. Every change also signals ``Changes``, so
+/// that `settles` re-checks its condition.
 final class Monitor<State>: @unchecked Sendable {
   // @unchecked Sendable: `state` is touched only with `mutex` held.
   private var state: State
   private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
   private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+  private let signalsChanges: Bool
+  private let scope = Changes.currentScope
 
-  init(_ initial: State) {
+  /// - Parameter signalsChanges: false only for the state of the waits themselves
+  ///   (``Changes``, ``WakeUps``), whose changes nobody waits on.
+  init(_ initial: State, signalsChanges: Bool = true) {
     state = initial
+    self.signalsChanges = signalsChanges
     pthread_mutex_init(mutex, nil)
     pthread_cond_init(condition, nil)
   }
@@ -45,12 +51,21 @@ final class Monitor<State>: @unchecked Sendable {
     defer {
       pthread_cond_broadcast(condition)
       pthread_mutex_unlock(mutex)
+      if signalsChanges { Changes.signal(scope) }
     }
     return try body(&state)
   }
 
+  /// Reads the state without waking anyone: for reads, and for the conditions of
+  /// waits, which must not wake themselves.
+  func read<Result>(_ body: (State) throws -> Result) rethrows -> Result {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body(state)
+  }
+
   /// A copy of the state.
-  var current: State { withLock { $0 } }
+  var current: State { read { $0 } }
 
   /// Waits until `isDone` holds for the state.
   ///
@@ -107,7 +122,7 @@ final class Recorder<Element: Sendable>: Sendable {
 
   var values: [Element] { elements.current }
 
-  var count: Int { elements.withLock { $0.count } }
+  var count: Int { elements.read { $0.count } }
 
   /// Waits until at least `count` elements were appended.
   @discardableResult

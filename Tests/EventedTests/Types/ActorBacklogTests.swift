@@ -4,13 +4,19 @@ import Testing
 @testable import Evented
 
 extension ActorEventSource {
-  /// How many senders wait for room.
-  fileprivate var waitingSenders: Int { sinks.backlog?.waiterCount.load(ordering: .relaxed) ?? 0 }
+  /// Where its senders wait for room; made by the first handler subscription.
+  fileprivate var senders: ActorBacklog { sinks.backlog! }
 }
 
 extension ActorProperty {
-  /// How many writers wait for room.
-  fileprivate var waitingWriters: Int { updateSinks.backlog?.waiterCount.load(ordering: .relaxed) ?? 0 }
+  /// Where its writers wait for room; made by the first handler subscription.
+  fileprivate var writers: ActorBacklog { updateSinks.backlog! }
+}
+
+extension ActorBacklog {
+  /// How many senders or writers wait for room. Read without the actor, so that
+  /// reading it never holds the actor when the sender arrives.
+  fileprivate var waiting: Int { waiterCount.load(ordering: .relaxed) }
 }
 
 /// Spins for about `nanoseconds` without suspending: a slow handler that does not sleep.
@@ -79,14 +85,16 @@ private func busy(nanoseconds: Int64) {
       handled.store(event)
     }
     let sent = Number(0)
-    let sender = Task {
+    let senders = await source.senders
+    // On the signalling executor: nothing else signals that the sender has suspended.
+    let sender = Task(executorPreference: SignallingExecutor.shared) {
       for event in 1...2_000 {
         await source.send(event)
         sent.store(event)
       }
     }
     // The handler holds event 1; 1,024 more fill its queue; the next send waits.
-    #expect(await settles { await source.waitingSenders == 1 && sent.value == 1_025 })
+    #expect(await settles { senders.waiting == 1 && sent.value == 1_025 })
     gate.open()
     await sender.value
     #expect(await settles { handled.value == 2_000 }, "the final event is delivered")
@@ -167,10 +175,11 @@ private func busy(nanoseconds: Int64) {
     let property = ActorProperty(0, backlogLimit: 8)
     let gate = AsyncGate()
     let subscription = await property.observeChanges { _ in await gate.wait() }
-    let writer = Task {
+    let writers = await property.writers
+    let writer = Task(executorPreference: SignallingExecutor.shared) {
       for _ in 1...100 { await property.modify { $0 += 1 } }
     }
-    #expect(await settles { await property.waitingWriters == 1 })
+    #expect(await settles { writers.waiting == 1 })
     subscription.cancel()
     await writer.value
     #expect(await property.value == 100)
@@ -182,10 +191,11 @@ private func busy(nanoseconds: Int64) {
     let source = ActorEventSource<Int>(backlogLimit: 8)
     let gate = AsyncGate()
     let subscription = await source.observe { _ in await gate.wait() }
-    let sender = Task {
+    let senders = await source.senders
+    let sender = Task(executorPreference: SignallingExecutor.shared) {
       for event in 1...100 { await source.send(event) }
     }
-    #expect(await settles { await source.waitingSenders == 1 })
+    #expect(await settles { senders.waiting == 1 })
     await source.removeAllObservers()
     await sender.value
     #expect(await source.observerCount == 0)
@@ -201,13 +211,14 @@ private func busy(nanoseconds: Int64) {
       if event == 1 { await gate.wait() }
       handled.append(event)
     }
-    let sender = Task {
+    let senders = await source.senders
+    let sender = Task(executorPreference: SignallingExecutor.shared) {
       for event in 1...6 { await source.send(event) }
     }
-    #expect(await settles { await source.waitingSenders == 1 })
+    #expect(await settles { senders.waiting == 1 })
     sender.cancel()
     await sender.value
-    #expect(await source.waitingSenders == 0)
+    #expect(senders.waiting == 0)
     gate.open()
     #expect(await settles { handled.count == 6 }, "the cancelled send was committed, after the others")
     #expect(handled.values == Array(1...6))

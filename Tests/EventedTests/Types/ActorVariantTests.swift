@@ -5,7 +5,7 @@ import Testing
 @testable import Evented
 
 @MainActor private final class ActorScreen {
-  var shown: [Int] = []
+  var shown: [Int] = [] { didSet { Changes.signal() } }
   var streamed: [String] = []
   func show(_ value: Int) { shown.append(value) }
   func showStreamed(_ value: String) { streamed.append(value) }

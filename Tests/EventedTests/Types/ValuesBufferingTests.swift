@@ -55,7 +55,9 @@ private func lastValue<Element: Equatable & Sendable>(
   write: @escaping @Sendable () async -> Void
 ) async -> Element? {
   let askedFirst = AsyncGate()
+  let finished = Flag()
   let consumer = Task { () -> (Element?, Element?) in
+    defer { finished.set() }
     var iterator = values.makeAsyncIterator()
     let head = await iterator.next()
     askedFirst.open()
@@ -65,12 +67,9 @@ private func lastValue<Element: Equatable & Sendable>(
   }
   await askedFirst.wait()
   await write()
-  let watchdog = Task {
-    try? await Task.sleep(for: .seconds(60))
-    consumer.cancel()
-  }
+  // A consumer that stalls is cancelled after a minute, and ends on what it received.
+  if await !settles(timeout: .seconds(60), { finished.isSet }) { consumer.cancel() }
   let (head, last) = await consumer.value
-  watchdog.cancel()
   #expect(head == first)
   return last
 }
