@@ -297,34 +297,6 @@ func currentThreadID() -> UInt {
   #endif
 }
 
-/// A per-thread word found through a pthread key, allocated on first use and freed when
-/// the thread exits. Reading it costs one key lookup.
-@usableFromInline
-struct ThreadWordUnused: Sendable {
-  @usableFromInline let key: pthread_key_t
-
-  init() {
-    var key = pthread_key_t()
-    let status = pthread_key_create(&key) { word in free(word) }
-    if status != 0 { fatalError("Evented: pthread_key_create failed with error \(status)") }
-    self.key = key
-  }
-
-  /// The calling thread's word, or nil if it never made one.
-  @usableFromInline var existing: UnsafeMutablePointer<Int>? {
-    pthread_getspecific(key)?.assumingMemoryBound(to: Int.self)
-  }
-
-  /// The calling thread's word, made (as 0) if needed.
-  @usableFromInline var current: UnsafeMutablePointer<Int> {
-    if let existing { return existing }
-    let word = UnsafeMutablePointer<Int>(OpaquePointer(malloc(MemoryLayout<Int>.stride)!))
-    word.pointee = 0
-    pthread_setspecific(key, word)
-    return word
-  }
-}
-
 /// A pthread mutex and condition variable: where threads sleep (`ParkingLot`,
 /// `Condition`, `WaitRoom`). Not tied to any state.
 @usableFromInline
