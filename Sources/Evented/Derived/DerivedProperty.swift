@@ -128,9 +128,17 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     // With one root, each commit is computed as it was committed, so that no state is
     // skipped; with several, from the latest state of all of them.
     let isSingle = roots.count == 1
+    let identities = Self.identities(of: roots)
     onCommit = { node, committed in
-      unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(
-        committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil)
+      let node = unsafeDowncast(node, to: DerivedProperty<Value>.self)
+      // A commit that a state already delivered includes (a transaction's, refreshed
+      // when it ended) needs no snapshot.
+      if !Self.plantedUsesDeliveredValue, let index = identities.firstIndex(of: committed.identity),
+        node.hub.storage.withLock({ _ in node.delivered.version(at: index) >= committed.version })
+      {
+        return
+      }
+      node.refresh(committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil)
     }
     checkLinks = { node in node.keepsLinksNow() }
     let (initial, snapshot) = Snapshot.consistent { snapshot in
@@ -147,6 +155,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     height = Self.height(above: upstream)
     let box = Memo(delivered, initial)
     memo.withLock { $0 = box }
+  }
+
+  /// The identities of `roots`, in order.
+  @usableFromInline static func identities(of roots: [any Root]) -> [ObjectIdentifier] {
+    roots.map(\.identity)
   }
 
   /// The height of a node that reads `upstream` directly.

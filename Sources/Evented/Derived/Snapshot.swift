@@ -218,6 +218,11 @@ struct Versions: Sendable, Equatable {
     }
   }
 
+  /// The version of the root at `index`.
+  @inlinable func version(at index: Int) -> UInt64 {
+    index == 0 ? first : rest[index - 1]
+  }
+
   /// Whether `self` is a later state than `other`: no root older, and one newer.
   @inlinable func isLater(than other: Versions) -> Bool {
     if first < other.first { return false }
