@@ -332,8 +332,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let state = token.state
     let core = state.pointee.core.unsafelyUnwrapped
     let index = core.pointee.queue.pending.count - 1
+    // Not when `value` equals the stored value (nothing to commit) or the waiting
+    // update's old value (the merged update would change nothing: an equal value must
+    // not be delivered twice in a row).
     guard let last = core.pointee.queue.pending[index], case .all = last.recipients,
-      !(isDuplicate.map { $0(state.pointee.stored, value) } ?? false),
+      !(isDuplicate.map { $0(state.pointee.stored, value) || $0(last.message.old, value) } ?? false),
       let recipients = state.pointee.recipientsOfCommit()
     else {
       if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }

@@ -184,4 +184,34 @@ import Testing
     #expect(received.values.count <= 3)
     #expect(received.values == received.values.sorted())
   }
+
+  @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() {
+    let p = Property(0)
+    let m = p.map { $0 }
+    let inReplay = Gate()
+    let release = Gate()
+    let received = Recorder<Int>()
+    let isFirst = Atomic<Bool>(true)
+    let subscriber = Spawned {
+      let subscription = m.observe { value in
+        if isFirst.exchange(false, ordering: .relaxed) {
+          inReplay.open()
+          _ = release.wait()
+        }
+        received.append(value)
+      }
+      subscription.cancel()
+    }
+    #expect(inReplay.wait())
+    // Waiting behind the held replay: 0 -> 1, then coalesced to 0 -> 2; back to 0 must
+    // not make that waiting update 0 -> 0.
+    p.value = 1
+    p.value = 2
+    p.value = 0
+    release.open()
+    #expect(subscriber.join())
+    let values = received.values
+    #expect(values.first == 0 && values.last == 0)
+    #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values)")
+  }
 }
