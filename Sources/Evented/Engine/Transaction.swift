@@ -50,6 +50,9 @@ final class TransactionRecord {
   @usableFromInline var earlierValue: (any Sendable)?
   /// The version of the last commit a transaction of `marks` made.
   @usableFromInline var lastVersion: UInt64
+  /// Set by a write from outside the transactions: the earlier state is no longer
+  /// shown to anyone.
+  @usableFromInline var isRevealed = false
 
   @usableFromInline init(_ mark: OpenTransaction, earlierVersion: UInt64, earlierValue: any Sendable) {
     marks = [mark]
@@ -69,6 +72,7 @@ final class TransactionRecord {
     #if FaultInjection
       if Planted.transactionSeenInPart { return false }
     #endif
+    if isRevealed { return false }
     var open = false
     for mark in marks where mark.isOpen.load(ordering: .acquiring) {
       if mark.owner == me { return false }
@@ -169,8 +173,10 @@ extension HubState where Stored: Sendable {
   /// - Returns: The record to add to the transaction's written sources, if it is new.
   @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) {
     guard let transaction = DeliveringThread.existing?.pointee.transaction else {
-      // A write from outside: the writer must read it through derived values.
-      if let core, core.pointee.transaction?.isOpen == true { core.pointee.transaction = nil }
+      // A write from outside: the writer must read it through derived values. The record
+      // stays, so that its earlier value is released by the transaction's end, outside
+      // the lock, never here.
+      if let core, let record = core.pointee.transaction, record.isOpen { record.isRevealed = true }
       return
     }
     let core = existingCore()
