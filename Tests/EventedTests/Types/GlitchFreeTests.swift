@@ -154,17 +154,16 @@ import Testing
 
 /// Each observer of a derived value holds O(1) undelivered state.
 @Suite struct DerivedBoundTests {
-  @Test func boundedASlowObserverOfAMapHoldsOneUndeliveredStateAndItsSubscribeReturns() {
-    let p = Property(0)
-    let m = p.map { $0 }
+  /// Subscribes to `derived` on another thread, whose handler holds the replay (so that
+  /// thread is the derived value's deliverer) while `write` runs; returns what that
+  /// subscription received, once it has been released and has returned.
+  func receivedBehindAHeldReplay(of derived: ReadOnlyProperty<Int>, while write: () -> Void) -> [Int]? {
     let inReplay = Gate()
     let release = Gate()
     let received = Recorder<Int>()
     let isFirst = Atomic<Bool>(true)
-    // This thread subscribes: the replay makes it the map's deliverer, and its handler
-    // holds the first delivery until the writes below are done.
     let subscriber = Spawned {
-      let subscription = m.observe { value in
+      let subscription = derived.observe { value in
         if isFirst.exchange(false, ordering: .relaxed) {
           inReplay.open()
           _ = release.wait()
@@ -173,44 +172,38 @@ import Testing
       }
       subscription.cancel()
     }
-    #expect(inReplay.wait())
-    for value in 1...10_000 { p.value = value }
-    let backlog = m.derived!.hub.storage.withLock { $0.queue.backlog }
-    #expect(backlog <= 1)
+    guard inReplay.wait() else { return nil }
+    write()
     release.open()
-    #expect(subscriber.join())
-    #expect(received.values.first == 0)
-    #expect(received.values.last == 10_000)
-    #expect(received.values.count <= 3)
-    #expect(received.values == received.values.sorted())
+    return subscriber.join() ? received.values : nil
   }
 
-  @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() {
+  @Test func boundedASlowObserverOfAMapHoldsOneUndeliveredStateAndItsSubscribeReturns() throws {
     let p = Property(0)
     let m = p.map { $0 }
-    let inReplay = Gate()
-    let release = Gate()
-    let received = Recorder<Int>()
-    let isFirst = Atomic<Bool>(true)
-    let subscriber = Spawned {
-      let subscription = m.observe { value in
-        if isFirst.exchange(false, ordering: .relaxed) {
-          inReplay.open()
-          _ = release.wait()
-        }
-        received.append(value)
-      }
-      subscription.cancel()
-    }
-    #expect(inReplay.wait())
+    var backlog = -1
+    let values = try #require(
+      receivedBehindAHeldReplay(of: m) {
+        for value in 1...10_000 { p.value = value }
+        backlog = m.derived!.hub.storage.withLock { $0.queue.backlog }
+      })
+    #expect(backlog <= 1)
+    #expect(values.first == 0)
+    #expect(values.last == 10_000)
+    #expect(values.count <= 3)
+    #expect(values == values.sorted())
+  }
+
+  @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() throws {
+    let p = Property(0)
     // Waiting behind the held replay: 0 -> 1, then coalesced to 0 -> 2; back to 0 must
     // not make that waiting update 0 -> 0.
-    p.value = 1
-    p.value = 2
-    p.value = 0
-    release.open()
-    #expect(subscriber.join())
-    let values = received.values
+    let values = try #require(
+      receivedBehindAHeldReplay(of: p.map { $0 }) {
+        p.value = 1
+        p.value = 2
+        p.value = 0
+      })
     #expect(values.first == 0 && values.last == 0)
     #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values)")
   }
