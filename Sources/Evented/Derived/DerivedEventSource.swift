@@ -4,8 +4,11 @@
 // A node has a hub of its own, like an `EventSource`'s, and an ordinary synchronous
 // subscription to each of its sources whose owner is the node (held weakly: a source
 // never keeps a node alive). For each event a source delivers, the node applies its
-// transform outside every lock and sends the result to its own hub, so its observers
-// receive events in each source's commit order, with the usual promises of a hub.
+// transform outside every lock and forwards the result to its own hub (`Hub.forward`),
+// so its observers receive events in each source's commit order, with the usual
+// promises of a hub. A forward never waits inside the handler; when the node's backlog
+// is full, the source's deliverer waits for the room after the handler has returned,
+// so the node's backlog stays within its limit plus one event per such thread.
 // Observers keep the node alive (it is the anchor their handlers capture), and the
 // node keeps its sources alive; when the last reference and the last subscription
 // go, the node deinitializes and ends its subscriptions to the sources.
@@ -134,7 +137,7 @@ extension EventSourceProtocol {
     let source = readOnly
     let node = DerivedEventSource<T>(sources: [source])
     node.link(to: source) { node, event in
-      if let result = transform(event) { node.hub.send(result) } else { node.hub.scanForDeadOwners() }
+      if let result = transform(event) { node.hub.forward(result) } else { node.hub.scanForDeadOwners() }
     }
     return ReadOnlyEventSource(derived: node)
   }
@@ -159,7 +162,7 @@ extension Collection where Element: EventSourceProtocol {
     let sources = map { $0.readOnly }
     let node = DerivedEventSource<Element.Event>(sources: sources)
     for source in sources {
-      node.link(to: source) { node, event in node.hub.send(event) }
+      node.link(to: source) { node, event in node.hub.forward(event) }
     }
     return ReadOnlyEventSource(derived: node)
   }

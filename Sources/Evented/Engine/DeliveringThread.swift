@@ -13,6 +13,12 @@
 //   next one: at most two passes are on the stack, the outermost and a postponed one.
 // - A transaction (Transaction.swift) counts as a delivery frame: its commits are
 //   delivered when it ends.
+// - A derived event source's handler that forwards an event to the derived source's
+//   full backlog (`Hub.forward`) does not wait either: the thread owes the room, and
+//   waits for it at the next boundary of its outermost frame (`settle`), after its
+//   postponed deliveries, holding no delivering role but that frame's own. No wait can
+//   close a cycle there: the derived source's deliverer is some thread's postponed
+//   delivery, which never waits, so the backlog always drains.
 
 #if canImport(Glibc)
   import Glibc
@@ -32,6 +38,9 @@ struct DeliveringState {
   /// list from `firstPostponed` to `lastPostponed`.
   @usableFromInline var firstPostponed: PostponedDelivery?
   @usableFromInline var lastPostponed: PostponedDelivery?
+  /// Sources that a forward from a handler on this thread filled beyond their backlog
+  /// limit, whose room the thread waits for at the outermost frame's next boundary.
+  @usableFromInline var owedRoom: [any OwedRoom] = []
   /// The transaction the thread is inside, if any (Transaction.swift).
   @usableFromInline var transaction: RunningTransaction?
   /// Derived values whose release a deinit on this thread postponed (DerivedProperty.swift).
@@ -39,6 +48,9 @@ struct DeliveringState {
   @usableFromInline var isTearingDown = false
 
   @usableFromInline init() {}
+
+  /// Whether the outermost frame has postponed deliveries to run or room to wait for.
+  @inlinable var hasWorkAtBoundary: Bool { firstPostponed != nil || !owedRoom.isEmpty }
 }
 
 /// The calling thread's ``DeliveringState``.
@@ -100,8 +112,24 @@ enum DeliveringThread {
   /// postponed to it.
   @inlinable @inline(__always)
   static func exit(_ state: UnsafeMutablePointer<DeliveringState>) {
-    if state.pointee.depth == 1, state.pointee.firstPostponed != nil { runPostponed(state) }
+    if state.pointee.depth == 1, state.pointee.hasWorkAtBoundary { settle(state) }
     state.pointee.depth -= 1
+  }
+
+  /// At a boundary of the outermost frame: runs the postponed deliveries, then waits for
+  /// the room that forwards made on this thread owe.
+  @usableFromInline @inline(never)
+  static func settle(_ state: UnsafeMutablePointer<DeliveringState>) {
+    if state.pointee.firstPostponed != nil { runPostponed(state) }
+    while let owed = state.pointee.owedRoom.popLast() { owed.waitForOwedRoom() }
+  }
+
+  /// Records that the calling thread, inside a delivery frame, filled `source` beyond its
+  /// backlog limit (see `Hub.forward`). Outside any frame, there is nothing to owe.
+  @usableFromInline @inline(never)
+  static func owe(_ source: any OwedRoom) {
+    guard let state = ifDelivering else { return }
+    if !state.pointee.owedRoom.contains(where: { $0 === source }) { state.pointee.owedRoom.append(source) }
   }
 
   /// Postpones `delivery` to the outermost delivery frame of the calling thread, which
@@ -126,6 +154,13 @@ enum DeliveringThread {
       delivery.run(state)
     }
   }
+}
+
+/// A source whose room a thread owes (see `DeliveringThread.owe`).
+@usableFromInline
+protocol OwedRoom: AnyObject {
+  /// Waits until the source's backlog has room (see `Hub.waitForOwedRoom`).
+  func waitForOwedRoom()
 }
 
 /// A delivery postponed to the outermost delivery frame of its thread.

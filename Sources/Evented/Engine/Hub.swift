@@ -68,10 +68,31 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       pressure.waitForRoom()
       token = storage.lock()
     }
+    return waitInLine(token)
+  }
+
+  /// Waits, in arrival order, until the backlog has room.
+  @usableFromInline func waitInLine(_ token: consuming Token) -> Token {
     let (room, ticket) = token.state.pointee.queue.enterRoom()
     while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
     if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
     return token
+  }
+
+  /// Waits for the room that a ``forward(_:)`` of this thread went without: called at a
+  /// boundary of the thread's outermost delivery frame, where it holds no delivering
+  /// role but that frame's own. Waits for the source's queue subscriptions only on a
+  /// thread that runs no dispatch queue's block (two blocks waiting for each other's
+  /// queues would wait forever).
+  @usableFromInline func waitForOwedRoom() {
+    var token = storage.lock()
+    if QueuePressure.currentQueue == 0, let pressure = token.state.pointee.core?.pointee.pressure, pressure.isFull {
+      token.unlock()
+      pressure.waitForRoom()
+      token = storage.lock()
+    }
+    if token.state.pointee.queue.mayHaveToWait { token = waitInLine(token) }
+    token.unlock()
   }
 
   // MARK: The path of a message
@@ -82,6 +103,27 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     let token = lockForCommit()
     guard let recipients = token.state.pointee.recipientsOfCommit() else { return token.unlock() }
     commit(token, to: recipients) { _ in message }
+  }
+
+  /// Sends `message` from a handler of a derived event source's source, on the thread
+  /// that delivers for that source. A handler never waits for room, so when the backlog
+  /// is full the message is queued beyond the limit, and the thread owes the room: it
+  /// waits for it at the next boundary of its outermost delivery frame, before it
+  /// delivers anything more of its own source (`DeliveringThread.settle`). So a busy
+  /// source paces its writers by the derived source's backlog too.
+  @inlinable
+  func forward(_ message: Message) {
+    var token = storage.lock()
+    var owesRoom = false
+    if token.state.pointee.mayHaveToWait() {
+      if DeliveringThread.isDelivering { owesRoom = true } else { token = waitForRoom(token) }
+    }
+    if let recipients = token.state.pointee.recipientsOfCommit() {
+      commit(token, to: recipients) { _ in message }
+    } else {
+      token.unlock()
+    }
+    if owesRoom { DeliveringThread.owe(storage) }
   }
 
   /// Packs the message `build` makes from the stored value for `recipients`, then
@@ -171,8 +213,9 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     var foundGone = !first.deliver(me: me)
     _ = consume first
     while true {
-      // The outermost pass delivers what its handlers' writes postponed, before going on.
-      if thread.pointee.depth == 1, thread.pointee.firstPostponed != nil { DeliveringThread.runPostponed(thread) }
+      // The outermost pass delivers what its handlers' writes postponed, and waits for the
+      // room its handlers' forwards owe, before going on.
+      if thread.pointee.depth == 1, thread.pointee.hasWorkAtBoundary { DeliveringThread.settle(thread) }
       guard foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) else { return }
       foundGone = !next.deliver(me: me)
     }
@@ -359,6 +402,12 @@ class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Store
     }
     core.deinitialize(count: 1)
     core.deallocate()
+  }
+}
+
+extension HubStorage: OwedRoom {
+  @usableFromInline func waitForOwedRoom() {
+    Hub(storage: self).waitForOwedRoom()
   }
 }
 

@@ -2,6 +2,7 @@
 // promises. The contract suites also run against mapped and merged sources.
 
 import Dispatch
+import Synchronization
 import Testing
 
 @testable import Evented
@@ -65,6 +66,81 @@ import Testing
       #expect(perSource.current[index] == Array(0..<perThread))
     }
     subscription.cancel()
+  }
+
+  @Test func boundedAMergeOfBusySourcesStaysWithinItsBacklogLimitAndKeepsEveryEvent() {
+    // Each source is written by its own thread, which delivers it and forwards every
+    // event to the merge, whose observer is slow. Whichever thread does not deliver the
+    // merge would otherwise queue every event of its source there at once.
+    let sources = [EventSource<Int>(), EventSource<Int>()]
+    let merged = sources.merge()
+    let perSource = Monitor([Int: [Int]]())
+    let peakBacklog = Atomic<Int>(0)
+    let perThread = 3 * defaultBacklogLimit
+    let subscription = merged.observe { event in
+      perSource.withLock { $0[event / 100_000, default: []].append(event % 100_000) }
+      peakBacklog.max(merged.hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
+      work(microseconds: 20)
+    }
+    #expect(
+      onThreads(2) { index in
+        for step in 0..<perThread { sources[index].send(index * 100_000 + step) }
+      })
+    for index in 0..<2 { #expect(perSource.current[index] == Array(0..<perThread)) }
+    #expect(peakBacklog.load(ordering: .relaxed) <= defaultBacklogLimit + 2)
+    subscription.cancel()
+  }
+
+  @Test func boundedAQueueObserverOfADerivedSourceHoldsAboutTheBacklogLimit() {
+    // The writers wait for the source's own room, the source's deliverer for the
+    // derived source's: events sent and not yet handled stay within the derived
+    // source's backlog plus its queue subscription's limit.
+    let source = EventSource<Int>()
+    let mapped = source.map { $0 }
+    let sent = Atomic<Int>(0)
+    let handled = Atomic<Int>(0)
+    let peakUnhandled = Atomic<Int>(0)
+    let perThread = 3 * defaultBacklogLimit
+    let subscription = mapped.observe(on: .queue(DispatchQueue(label: "slow"))) { _ in
+      work(microseconds: 20)
+      handled.add(1, ordering: .relaxed)
+    }
+    #expect(
+      onThreads(2) { _ in
+        for step in 0..<perThread {
+          source.send(step)
+          let unhandled = sent.add(1, ordering: .relaxed).newValue - handled.load(ordering: .relaxed)
+          peakUnhandled.max(unhandled, ordering: .relaxed)
+        }
+      })
+    #expect(peakUnhandled.load(ordering: .relaxed) <= 2 * defaultBacklogLimit + 4)
+    subscription.cancel()
+  }
+
+  @Test func boundedTwoMergesOfTheSameSourcesNeverWaitForEachOther() {
+    // Each source's thread forwards to both merges, in opposite orders, while the other
+    // thread may be delivering one of them: waiting for room inside a handler could
+    // close a cycle; waiting after it cannot.
+    let a = EventSource<Int>()
+    let b = EventSource<Int>()
+    let merges = [a.merge(with: b), b.merge(with: a)]
+    let counts = [Counter(), Counter()]
+    let peakBacklog = Atomic<Int>(0)
+    let perThread = 2 * defaultBacklogLimit
+    let subscriptions = (0..<2).map { index in
+      merges[index].observe { _ in
+        peakBacklog.max(merges[index].hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
+        work(microseconds: 10)
+        counts[index].increment()
+      }
+    }
+    #expect(
+      onThreads(2) { index in
+        for step in 0..<perThread { (index == 0 ? a : b).send(step) }
+      })
+    for count in counts { #expect(count.wait(for: 2 * perThread)) }
+    #expect(peakBacklog.load(ordering: .relaxed) <= defaultBacklogLimit + 2)
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test func eventsOfADerivedSourceArriveThroughTheAsyncSequence() async {
