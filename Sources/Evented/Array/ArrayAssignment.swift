@@ -19,6 +19,8 @@
 // computed again against the newer array; after three tries the assignment commits as
 // a replacement, computed under the lock without user code.
 
+import Synchronization
+
 /// Ordered changes that turn `old` into `new`: a minimal difference.
 ///
 /// - Complexity: The difference's cost (O(*n* × *d*) comparisons).
@@ -112,6 +114,7 @@ extension ArrayProperty {
       token.unlock()
       return true
     }
+    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
     // `new` is its caller's too: the store is shared. The old array is released after
     // unlocking.
     var old = new

@@ -65,11 +65,18 @@ final class ArrayRoot<Element: Sendable>: Root {
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
 
+  // Both read the state before an open transaction of another thread that wrote the
+  // array, as a property's root does (Transaction.swift).
+
   @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
-    hub.storage.withLock { ($0.stored.version, $0.stored.share()) }
+    let me = currentThreadID()
+    return hub.storage.withLock { state in state.visible(to: me) { ($0.stored.version, $0.stored.share()) } }
   }
 
-  @usableFromInline var version: UInt64 { hub.storage.withLock { $0.stored.version } }
+  @usableFromInline var version: UInt64 {
+    let me = currentThreadID()
+    return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.stored.version) }
+  }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
@@ -79,7 +86,9 @@ final class ArrayRoot<Element: Sendable>: Root {
     let version = Atomic<UInt64>(0)
     let entry = RootEntry<ArrayChangeset<Element>>(node: node) { [self] owner, changeset in
       let committed = version.add(1, ordering: .relaxed).newValue
-      refresh(owner, Snapshot.Pin(root: self, version: committed, value: changeset.array))
+      // A commit of a transaction is never a state of its own (Transaction.swift).
+      let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
+      refresh(owner, Snapshot.Pin(root: self, version: committed, value: changeset.array, isPartial: isPartial))
     }
     hub.subscribe(entry) { state in version.store(state.stored.version, ordering: .relaxed) }
     return entry

@@ -154,6 +154,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     // lock's own, an append needs neither a batch nor a changeset.
     let token = hub.lockForCommit()
     let store = token.state
+    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
     if !store.pointee.stored.exposure.isShared && store.pointee.recipientsOfCommit() == nil {
       store.pointee.stored.elements.append(element)
       store.pointee.stored.version &+= 1

@@ -18,6 +18,8 @@
 // lock can tell, when it locks again, whether the array it diffed is still the stored
 // one.
 
+import Synchronization
+
 /// Whether a store's buffer has left the lock since it was made.
 ///
 /// A class so that a replay, which reads the store without `inout` access, can mark it.
@@ -101,6 +103,7 @@ extension ArrayProperty {
     // Nobody can subscribe or cancel while the lock is held: the recipients found now
     // are those of the commit.
     let recipients = store.pointee.recipientsOfCommit()
+    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
     var batch = Batch(taking: &store.pointee.stored, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
     let outcome: Outcome
     do throws(Failure) {
@@ -197,5 +200,15 @@ extension ArrayProperty.Batch {
     replaced = current
     current = copy
     mustCopy = false
+  }
+}
+
+extension HubState {
+  /// Records a commit about to be made to an array, for transactions
+  /// (Transaction.swift): the first write of a transaction keeps the array as it was,
+  /// shared, so that the write copies it instead of changing it in place.
+  @inlinable mutating func noteArrayCommit<Element: Sendable>(to hub: Hub<Message, Stored>)
+  where Stored == ArrayStore<Element> {
+    noteCommit(to: hub, at: stored.version) { $0.stored.share() }
   }
 }

@@ -70,7 +70,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     }
     versioning = { hub in
       let me = currentThreadID()
-      return hub.storage.withLock { $0.visibleVersion(to: me) }
+      return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.version) }
     }
   }
 

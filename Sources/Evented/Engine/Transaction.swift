@@ -172,6 +172,22 @@ extension HubState where Stored: Sendable {
   ///
   /// - Returns: The record to add to the transaction's written sources, if it is new.
   @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) {
+    noteCommit(to: hub, at: version) { $0.stored }
+  }
+
+  /// The version and value that the thread `me` reads: the state before the open
+  /// transactions that wrote this source, unless one of them is `me`'s.
+  @inlinable mutating func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
+    visible(to: me) { ($0.version, $0.stored) }
+  }
+}
+
+extension HubState {
+  /// ``noteCommit(to:)`` for a source whose version is `current` and whose value,
+  /// before the commit, `earlier` shares (an array's store counts its own versions).
+  @inlinable mutating func noteCommit(
+    to hub: Hub<Message, Stored>, at current: UInt64, earlier: (inout Self) -> any Sendable
+  ) {
     guard let transaction = DeliveringThread.existing?.pointee.transaction else {
       // A write from outside: the writer must read it through derived values. The record
       // stays, so that its earlier value is released by the transaction's end, outside
@@ -182,37 +198,39 @@ extension HubState where Stored: Sendable {
     let core = existingCore()
     if let record = core.pointee.transaction, record.isOpen {
       if !record.marks.contains(where: { $0 === transaction.mark }) { record.marks.append(transaction.mark) }
-      record.lastVersion = version &+ 1
+      record.lastVersion = current &+ 1
     } else {
-      let record = TransactionRecord(transaction.mark, earlierVersion: version, earlierValue: stored)
-      record.lastVersion = version &+ 1
+      let record = TransactionRecord(transaction.mark, earlierVersion: current, earlierValue: earlier(&self))
+      record.lastVersion = current &+ 1
       core.pointee.transaction = record
     }
     let key = ObjectIdentifier(hub.storage)
     if transaction.written[key] == nil { transaction.written[key] = WrittenHub(hub) }
   }
 
-  /// The version and value that the thread `me` reads: the state before the open
-  /// transactions that wrote this source, unless one of them is `me`'s.
-  @inlinable func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
+  /// ``visible(to:)`` for a source whose version and value `current` reads.
+  @inlinable mutating func visible(
+    to me: UInt, current: (inout Self) -> (version: UInt64, value: any Sendable)
+  ) -> (version: UInt64, value: any Sendable) {
     if let record = core?.pointee.transaction, record.hides(from: me), let earlier = record.earlierValue {
       return (record.earlierVersion, earlier)
     }
-    return (version, stored)
+    return current(&self)
   }
 
-  /// The version that the thread `me` reads (see ``visible(to:)``).
-  @inlinable func visibleVersion(to me: UInt) -> UInt64 {
+  /// The version that the thread `me` reads (see ``visible(to:)``), `current` unless
+  /// it is hidden.
+  @inlinable func visibleVersion(to me: UInt, current: UInt64) -> UInt64 {
     if let record = core?.pointee.transaction, record.hides(from: me), record.earlierValue != nil {
       return record.earlierVersion
     }
-    return version
+    return current
   }
 }
 
-/// A property's hub written by the running transaction.
+/// A property's or an array's hub written by the running transaction.
 @usableFromInline
-final class WrittenHub<Message: Sendable, Stored: Sendable>: TransactionSource {
+final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
   @usableFromInline let hub: Hub<Message, Stored>
 
   @usableFromInline init(_ hub: Hub<Message, Stored>) {

@@ -187,4 +187,65 @@ import Testing
     a.cancel()
     b.cancel()
   }
+
+  @Test func transactionWritingAnArrayAndAPropertyIsSeenWholeByADerivedObserver() {
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let seen = Recorder<[Int]>()
+    let subscription = items.readOnly.map(\.count).combineLatest(count).observe { seen.append([$0.0, $0.1]) }
+    transaction {
+      items.append(1)
+      count.value = 1
+    }
+    transaction {
+      items.value = [1, 2]
+      items.insert(0, at: 0)
+      count.value = 3
+    }
+    #expect(seen.values == [[0, 0], [1, 1], [3, 3]])
+    subscription.cancel()
+  }
+
+  @Test func transactionWritingAnArrayIsNeverSeenInPartOnOtherThreads() {
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let pair = items.readOnly.map(\.count).combineLatest(count)
+    let torn = Atomic<Int>(0)
+    let last = Atomic<Int>(-1)
+    let subscription = pair.observe { value in
+      if value.0 != value.1 { torn.add(1, ordering: .relaxed) }
+      last.store(value.1, ordering: .releasing)
+    }
+    let rounds = 1_000
+    let writing = Atomic<Bool>(true)
+    #expect(
+      onThreads(4) { index in
+        switch index {
+        case 0:
+          for round in 1...rounds {
+            transaction {
+              items.append(round)
+              work(microseconds: 5)  // widens the window in which only the array is written
+              count.value = round
+            }
+          }
+          writing.store(false, ordering: .relaxed)
+        case 1:
+          // The writer's changesets are delivered here, late, while it is in its next
+          // transaction.
+          while writing.load(ordering: .relaxed) {
+            let late = items.observe { _ in work(microseconds: 5) }
+            late.cancel()
+          }
+        default:
+          while writing.load(ordering: .relaxed) {
+            let read = pair.value
+            if read.0 != read.1 { torn.add(1, ordering: .relaxed) }
+          }
+        }
+      })
+    #expect(torn.load(ordering: .relaxed) == 0)
+    #expect(last.load(ordering: .acquiring) == rounds)
+    subscription.cancel()
+  }
 }
