@@ -74,8 +74,7 @@ final class ArrayRoot<Element: Sendable>: Root {
   }
 
   @usableFromInline var version: UInt64 {
-    let me = currentThreadID()
-    return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.stored.version) }
+    hub.storage.withLock { $0.visibleVersion(current: $0.stored.version) }
   }
 
   @usableFromInline func notify(

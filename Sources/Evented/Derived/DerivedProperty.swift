@@ -87,6 +87,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   /// A computed node's roots, each once; empty for a following node.
   @usableFromInline let roots: [any Root]
+  /// The root, if there is exactly one: read without the array (and without retaining
+  /// it: `roots` keeps it).
+  @usableFromInline unowned(unsafe) let singleRoot: (any Root)?
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
@@ -148,6 +151,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     hub = Hub.make(initial)
     self.isDuplicate = isDuplicate
     self.roots = roots
+    singleRoot = isSingle ? roots[0] : nil
     self.body = body
     compute = nil
     delivered = snapshot.versions(of: roots)
@@ -178,6 +182,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     upstream = []
     height = 1
     roots = []
+    singleRoot = nil
     body = nil
     onCommit = nil
     checkLinks = nil
@@ -233,11 +238,14 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// from a consistent snapshot; for a following node, from its sources.
   @inlinable var value: Value {
     guard body != nil else { return compute.unsafelyUnwrapped() }
-    if roots.count == 1 {
+    if let root = singleRoot {
       // Without an array of versions: the one root's version against the memo's, then
-      // against the state last delivered.
-      let version = roots[0].version
-      if let memo = memo.withLock({ $0 }), memo.versions.first == version { return memo.value }
+      // against the state last delivered. The memo's value is copied under its lock
+      // (the box is not retained).
+      let version = root.version
+      if let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil }) {
+        return value
+      }
       if let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil }) {
         return stored
       }

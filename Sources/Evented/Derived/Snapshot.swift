@@ -68,10 +68,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       let me = currentThreadID()
       return hub.storage.withLock { $0.visible(to: me) }
     }
-    versioning = { hub in
-      let me = currentThreadID()
-      return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.version) }
-    }
+    versioning = { hub in hub.storage.withLock { $0.visibleVersion(current: $0.version) } }
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
