@@ -342,10 +342,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let index = core.pointee.queue.pending.count - 1
     // Not when `value` equals the stored value (nothing to commit) or the waiting
     // update's old value (the merged update would change nothing: an equal value must
-    // not be delivered twice in a row).
-    guard let last = core.pointee.queue.pending[index], case .all = last.recipients,
+    // not be delivered twice in a row), nor when a subscription was added since that
+    // update was committed (its old value is older than the subscription).
+    guard let last = core.pointee.queue.pending[index], case .all(let waiting) = last.recipients,
       !(isDuplicate.map { $0(state.pointee.stored, value) || $0(last.message.old, value) } ?? false),
-      let recipients = state.pointee.recipientsOfCommit()
+      let recipients = state.pointee.recipientsOfCommit(), Self.adds(nothing: recipients, to: waiting)
     else {
       if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
       return
@@ -356,6 +357,26 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
     token.unlock()
     withExtendedLifetime((old, last)) {}  // released after unlocking
+  }
+
+  /// Whether every subscription of `recipients` is one of `waiting` too: the same
+  /// snapshot (no subscription change since), or one with only removals. Snapshots list
+  /// subscriptions in the order they were added, so one pass over both decides.
+  @inlinable static func adds(
+    nothing recipients: Recipients<Update<Value>>, to waiting: ContiguousArray<Entry<Update<Value>>>
+  ) -> Bool {
+    guard case .all(let current) = recipients else { return false }
+    let same = current.withUnsafeBufferPointer { now in
+      waiting.withUnsafeBufferPointer { then in now.baseAddress == then.baseAddress && now.count == then.count }
+    }
+    if same { return true }
+    var next = waiting.startIndex
+    for entry in current {
+      while next < waiting.endIndex, waiting[next] !== entry { next += 1 }
+      if next == waiting.endIndex { return false }
+      next += 1
+    }
+    return true
   }
 
   deinit {

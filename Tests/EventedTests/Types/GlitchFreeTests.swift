@@ -207,4 +207,22 @@ import Testing
     #expect(values.first == 0 && values.last == 0)
     #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values)")
   }
+
+  @Test func boundedASubscriberArrivingWhileAnUpdateWaitsReceivesChangesFromItsOwnValue() throws {
+    // The update 0 -> 1 waits behind the held replay when `late` subscribes, without
+    // replay, at 1: the next state must not reach it as a change from 0.
+    let p = Property(0)
+    let m = p.map { $0 }
+    let changes = Recorder<[Int]>()
+    let late = Monitor<Subscription?>(nil)
+    let values = try #require(
+      receivedBehindAHeldReplay(of: m) {
+        p.value = 1
+        late.withLock { $0 = m.observeChanges { changes.append([$0.oldValue, $0.newValue]) } }
+        p.value = 2
+      })
+    #expect(values.first == 0 && values.last == 2)
+    #expect(changes.values == [[1, 2]])
+    late.withLock { $0?.cancel() }
+  }
 }
