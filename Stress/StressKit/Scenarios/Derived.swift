@@ -19,8 +19,9 @@
 // - `selector.flatMapLatest { targets[$0] }`: the values of each target arrive in its
 //   commit order;
 // - event `map` of a merge: each producer's events arrive in the order it sent them;
-// - `inA.combineLatest(inB)`, where one thread writes both in one `transaction`, only
-//   delivers and reads `(n, n)`: never part of a transaction, and never back;
+// - `inA.combineLatest(inB)` and `inItems.readOnly.map { $0[0] }.combineLatest(inB)`,
+//   where one thread writes all three in one `transaction`, only deliver and read
+//   `(n, n)`: never part of a transaction, and never back;
 // - always current: after `modify` returns commit c, the writer reads at least c
 //   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
 // - at every checkpoint and at the end, the last value each subscription saw equals
@@ -232,6 +233,8 @@ let derived = Scenario(
   let inA = Property(0)
   let inB = Property(0)
   let whole = inA.combineLatest(inB.map { $0 })
+  let inItems = ArrayProperty([0])
+  let wholeWithArray = inItems.readOnly.map { $0[0] }.combineLatest(inB)
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -259,6 +262,8 @@ let derived = Scenario(
     ordered.observe(with: anchor, on: delivery) { _, value in orders.see(value) }
     let wholes = TransactionWatcher(run: run, label: "transaction observer \(index)")
     whole.observe(with: anchor, on: delivery) { _, value in wholes.see(value) }
+    let arrayWholes = TransactionWatcher(run: run, label: "transaction observer with an array \(index)")
+    wholeWithArray.observe(with: anchor, on: delivery) { _, value in arrayWholes.see(value) }
     let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
     followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
     let sent = PerSourceWatcher(run: run, label: "event observer \(index)", stride: stride, strictly: true)
@@ -271,6 +276,7 @@ let derived = Scenario(
       (selves, onQueue, { selfPair.value.0 }),
       (orders, onQueue, { ordered.value.0 << 32 | ordered.value.1 }),
       (wholes, onQueue, { whole.value.0 }),
+      (arrayWholes, onQueue, { wholeWithArray.value.0 }),
       (follows, onQueue, { followed.value }),
     ]
   }
@@ -303,20 +309,27 @@ let derived = Scenario(
         written += 1
         worker.at(.write)
         transaction {
+          inItems[0] = written
           inA.value = written
-          spin(microseconds: 5)  // widens the window in which only `inA` is written
+          spin(microseconds: 5)  // widens the window in which only `inItems` and `inA` are written
           inB.value = written
         }
       } else if worker.index > 2 && roll < 5 {
         worker.at(.read)
         let read = whole.value
         if read.0 != read.1 { run.violation("read \(read) from the transaction's combineLatest: part of it") }
+        let readWithArray = wholeWithArray.value
+        if readWithArray.0 != readWithArray.1 {
+          run.violation("read \(readWithArray) from the transaction's combineLatest with an array: part of it")
+        }
       } else if worker.index > 2 && roll < 8 {
         // Delivers the transaction's commits to `inA` late, on this thread.
         worker.at(.subscribe)
         let late = inA.observe { _ in spin(microseconds: 20) }
+        let lateArray = inItems.observe { _ in spin(microseconds: 20) }
         worker.at(.cancel)
         late.cancel()
+        lateArray.cancel()
       } else if worker.index == 0 && roll < 30 {
         // The one writer of `first` and `second`, in program order.
         written += 1
@@ -401,15 +414,15 @@ let derived = Scenario(
   converge("at the end")
   // Permanent links: doubled, parity, pair, the diamond and the self-combination on the
   // counter (each observed derived value follows its roots itself, once); pair on the
-  // other; one target followed; `ordered` on first and second; the merge on each
-  // producer.
+  // other; one target followed; `ordered` on first and second; `whole` on inA and inB,
+  // `wholeWithArray` on inItems and inB.
   let counts = [
     counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +),
-    first.observerCount, second.observerCount, inA.observerCount, inB.observerCount,
+    first.observerCount, second.observerCount, inA.observerCount, inB.observerCount, inItems.observerCount,
   ]
-  if counts != [5, 1, 1, 1, 1, 1, 1] {
+  if counts != [5, 1, 1, 1, 1, 1, 2, 1] {
     run.violation(
-      "at the end, the sources have \(counts) observers instead of [5, 1, 1, 1, 1, 1, 1]: dropped values leaked")
+      "at the end, the sources have \(counts) observers instead of [5, 1, 1, 1, 1, 1, 2, 1]: dropped values leaked")
   }
   for producer in producers where producer.observerCount != 1 {
     run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")
