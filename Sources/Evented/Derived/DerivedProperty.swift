@@ -24,41 +24,10 @@
 // committed values (or its memo, when they have not moved), so a thread reads its own
 // writes through any chain without waiting.
 //
-// Lifetimes:
-//   observer's subscription --(handler captures the node as anchor)--> node
-//   node --(strong: `body`, `compute`, `links`)--> its sources and transforms
-//   root --(weak owner)--> node
-// When the last reference and the last subscription go, the node deinitializes and
-// ends its own subscriptions to its roots (their `observerCount` drops back).
-//
-// `flatMapLatest` adds a switch: `links.inner` is the subscription to the current
-// target, and `generation` numbers the targets. The outer source's handler (serial)
-// detaches from the old target, bumps the generation, then subscribes to the new one;
-// an update from an old target is committed only if the generation it was made for is
-// still current, checked under the hub's lock, so once the new target's first value is
-// committed nothing from an old target follows it.
+// How a node links to its sources, and how it follows a `flatMapLatest` target:
+// DerivedProperty+Links.swift.
 
 import Synchronization
-
-/// The subscriptions a node holds on its sources; ended when the node deinitializes.
-@usableFromInline
-struct LinkState: Sendable {
-  @usableFromInline var sources: [SubscriptionCore] = []
-  /// A computed node: whether it follows its roots (while it has observers).
-  @usableFromInline var isLinked = false
-  /// A computed node: observers announced by `willObserve` and not yet subscribed.
-  @usableFromInline var arriving = 0
-  /// `flatMapLatest` only: the subscription to the current target.
-  @usableFromInline var inner: SubscriptionCore?
-  /// `flatMapLatest` only: the current target, kept alive while it is followed.
-  @usableFromInline var target: (any Sendable)?
-  /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
-  @usableFromInline var targetID: ObjectIdentifier?
-  /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.
-  @usableFromInline var isSwitched = false
-
-  @usableFromInline init() {}
-}
 
 /// The engine of one derived property.
 @usableFromInline
@@ -191,48 +160,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
 
   /// The roots a node built on this one reads: a computed node's, or this node's hub.
   @usableFromInline var rootsSeenFromAbove: [any Root] { body == nil ? [HubRoot(property: hub)] : roots }
-
-  /// Subscribes a computed node to each of its roots, in place of any earlier
-  /// subscriptions, then catches up with what was committed meanwhile.
-  @usableFromInline func relink() {
-    let onCommit = onCommit.unsafelyUnwrapped
-    let cores = directLink.map { [$0(self)] } ?? roots.map { root in root.notify(self, onCommit) }
-    let earlier = links.withLock { links in
-      defer {
-        links.sources = cores
-        links.isLinked = true
-      }
-      return links.sources
-    }
-    for core in earlier { core.endSwept() }
-    refresh(force: true)
-  }
-
-  /// Ends a computed node's subscriptions to its roots; its next observer makes new ones.
-  @usableFromInline func unlink() {
-    let cores = links.withLock { links -> [SubscriptionCore] in
-      links.isLinked = false
-      defer { links.sources = [] }
-      return links.sources
-    }
-    for core in cores { core.endSwept() }
-  }
-
-  /// Ends a computed node's subscriptions to its roots if it has no observers and none
-  /// is arriving: nobody needs its updates until the next `willObserve`.
-  ///
-  /// - Returns: Whether the node does not follow its roots now.
-  @usableFromInline func unlinkIfUnobserved() -> Bool {
-    let (cores, unlinked) = links.withLock { links -> ([SubscriptionCore], Bool) in
-      guard links.isLinked else { return ([], true) }
-      guard links.arriving == 0, !hub.hasLiveSubscribers else { return ([], false) }
-      links.isLinked = false
-      defer { links.sources = [] }
-      return (links.sources, true)
-    }
-    for core in cores { core.endSwept() }
-    return unlinked
-  }
 
   /// The value now: for a computed node, from its memo if no root moved since, else
   /// from a consistent snapshot; for a following node, from its sources.
@@ -402,82 +329,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     thread.pointee.isTearingDown = false
   }
 
-  /// Subscribes the node to `source`, starting with its current value.
-  ///
-  /// `receive` runs for every update of `source`, one at a time, in commit order, on
-  /// the thread that delivers for `source`, with no lock held.
-  @inlinable func link<SourceValue>(
-    to source: ReadOnlyProperty<SourceValue>,
-    _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
-  ) {
-    let lazyToken = source.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
-    let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
-      withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
-    }
-    links.withLock { $0.sources.append(entry) }
-    source.derived?.willObserve()
-    source.hub.subscribe(entry, replay: replayCurrent)
-    source.derived?.didObserve()
-  }
-
-  /// Commits `value` as the derived value, unless it equals the stored one.
-  @inlinable func publish(_ value: Value) {
-    publish(value, generation: nil)
-  }
-
-  /// Commits `value` if `generation` still names the current target (or is nil), unless
-  /// it equals the stored value.
-  @inlinable func publish(_ value: Value, generation expected: UInt?) {
-    let token = hub.lockForCommit()
-    if let expected, generation.load(ordering: .acquiring) != expected { return token.unlock() }
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-  }
-
-  /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,
-  /// then attaches to this one and commits its current value, transformed by `wrap`.
-  /// A nil target commits `missing`.
-  ///
-  /// Called only from the outer source's handler, so never concurrently with itself.
-  @inlinable func follow<Inner>(
-    _ target: ReadOnlyProperty<Inner>?,
-    missing: Value?,
-    wrap: @escaping @Sendable (Inner) -> Value
-  ) {
-    let id = target.map { ObjectIdentifier($0.hub.storage) }
-    let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
-      if state.isSwitched, state.targetID == id { return nil }
-      let previous = (state.inner, state.target)
-      state.inner = nil
-      state.target = nil
-      state.targetID = nil
-      state.isSwitched = true
-      return previous
-    }
-    guard let previous else { return }
-    let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
-    // Detach first, so that the old target's observerCount has dropped before the new
-    // target's value is delivered.
-    previous.0?.endSwept()
-    _ = previous.1
-    guard let target else {
-      if let missing { publish(missing, generation: current) }
-      return
-    }
-    let lazyToken = target.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
-    let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
-      withExtendedLifetime(lazyToken) {
-        unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
-      }
-    }
-    links.withLock { state in
-      state.inner = entry
-      state.target = target
-      state.targetID = id
-    }
-    target.derived?.willObserve()
-    target.hub.subscribe(entry, replay: replayCurrent)
-    target.derived?.didObserve()
-  }
 }
 
 extension DerivedProperty {
@@ -487,44 +338,6 @@ extension DerivedProperty {
     #else
       false
     #endif
-  }
-}
-
-extension DerivedProperty: ObservedNode {
-  @usableFromInline func willObserve() {
-    guard body != nil else { return }
-    let mustLink = links.withLock { links -> Bool in
-      links.arriving += 1
-      // A root that found the node unobserved dropped its subscription (keepsLinks).
-      return !links.isLinked
-    }
-    if mustLink { relink() } else { refresh(force: true) }
-  }
-
-  @usableFromInline func didObserve() {
-    guard body != nil else { return }
-    links.withLock { $0.arriving -= 1 }
-  }
-
-  @usableFromInline func keepsLinks() -> Bool {
-    checkLinks.map { $0(self) } ?? true
-  }
-
-  @inlinable func keepsLinksNow() -> Bool {
-    links.withLock { links in
-      if links.arriving > 0 || hub.hasLiveSubscribers { return true }
-      links.isLinked = false
-      return false
-    }
-  }
-
-  @usableFromInline func sweepObservers() {
-    _ = hub.liveCount
-  }
-
-  @usableFromInline func refreshLatest() {
-    guard body != nil, links.withLock({ $0.isLinked }) else { return }
-    refresh()
   }
 }
 

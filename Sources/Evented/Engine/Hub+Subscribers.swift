@@ -1,0 +1,103 @@
+// Promises 3 and 4 on the subscribers' side: adding a subscription (with its replay
+// taken from the stored value at the same instant as the commits it follows), ending
+// every subscription, and counting the live ones while sweeping out those whose owner
+// died. Each is "lock, transition, unlock, release": the entries a step drops are
+// released after unlocking (Garbage.swift).
+
+extension Hub {
+  /// Adds `entry`; if `replay` is given, first delivers its message to `entry` alone,
+  /// taken from the stored value at the same instant.
+  @inlinable
+  func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
+    var garbage = Garbage<Message>()
+    let token = replay == nil ? storage.lock() : lockForCommit()
+    token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    if let replay {
+      commit(token, to: .one(entry)) { replay($0) }
+    } else {
+      token.unlock()
+    }
+    garbage.dispose()
+  }
+
+  /// Adds `entry` and passes `start` the state at that instant, under the lock, before
+  /// any delivery can reach `entry`: for reading the version the first commit that
+  /// `entry` receives follows.
+  @usableFromInline func subscribe(_ entry: Entry<Message>, startingAt start: (inout HubState<Message, Stored>) -> Void)
+  {
+    var garbage = Garbage<Message>()
+    let token = storage.lock()
+    token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    start(&token.state.pointee)
+    token.unlock()
+    garbage.dispose()
+  }
+
+  /// Ends and removes every subscription; also ends, and waits for, those that a
+  /// concurrent call removed and has not finished ending.
+  func removeAll() {
+    var garbage = Garbage<Message>()
+    let ticket = storage.withLock { $0.subscribers.removeAll(into: &garbage) }
+    garbage.dispose()
+    var finished = Garbage<Message>()
+    storage.withLock { $0.subscribers.finishRemoval(ticket, into: &finished) }
+    _ = finished
+  }
+
+  /// Moves the incremental scan for dead owners on by two slots. A derived value calls
+  /// it when it skips an update (a duplicate, a filtered-out event), so that observers
+  /// whose owner died are found, and the derived value freed, even when it never
+  /// delivers again.
+  @usableFromInline func scanForDeadOwners() {
+    var garbage = Garbage<Message>()
+    storage.withLock { state in
+      guard let core = state.core, !core.pointee.subscribers.slots.isEmpty else { return }
+      core.pointee.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    }
+    garbage.dispose()
+  }
+
+  /// Whether the source has a subscription that has not ended and whose owner is
+  /// alive. Releases nothing, so it may be called under another source's lock.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions, stopping at the first live one.
+  @inlinable var hasLiveSubscribers: Bool {
+    // The owner found alive is returned, so that the reference this takes to it is
+    // dropped after unlocking (it may be the last one by then).
+    let (found, owner) = storage.withLock { state -> (Bool, AnyObject?) in
+      guard let core = state.core else { return (false, nil) }
+      for case let entry? in core.pointee.subscribers.slots where !entry.isEnded {
+        if entry.isOwnedByHandle { return (true, nil) }
+        if let owner = entry.sweptOwner { return (true, owner) }
+      }
+      return (false, nil)
+    }
+    _ = owner
+    return found
+  }
+
+  /// The number of subscriptions whose owner is alive, after sweeping the others out.
+  ///
+  /// - Complexity: O(n) in the number of subscriptions.
+  var liveCount: Int {
+    var garbage = Garbage<Message>()
+    let count = storage.withLock { state -> Int in
+      guard let core = state.core else { return 0 }
+      let endedAndRunning = core.pointee.subscribers.sweep(
+        into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+      return core.pointee.subscribers.live - endedAndRunning
+    }
+    garbage.dispose()
+    return count
+  }
+
+  // MARK: Planted bugs (none unless built with the FaultInjection trait)
+
+  @inlinable static var plantedKeepDeadOwners: Bool {
+    #if FaultInjection
+      Planted.keepDeadOwners
+    #else
+      false
+    #endif
+  }
+}
