@@ -52,7 +52,7 @@ extension DerivedProperty {
       return links.sources
     }
     for core in earlier { core.endSwept() }
-    refresh(force: true)
+    refresh()
   }
 
   /// Ends a computed node's subscriptions to its roots; its next observer makes new ones.
@@ -167,7 +167,7 @@ extension DerivedProperty: ObservedNode {
       // A root that found the node unobserved dropped its subscription (keepsLinks).
       return !links.isLinked
     }
-    if mustLink { relink() } else { refresh(force: true) }
+    if mustLink { relink() } else { refresh() }
   }
 
   @usableFromInline func didObserve() {

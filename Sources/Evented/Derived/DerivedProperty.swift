@@ -62,7 +62,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
-  /// A computed node's response to a commit of one of its roots: ``refresh(committed:force:)``.
+  /// A computed node's response to a commit of one of its roots: ``refresh(committed:inPass:)``.
   @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
   /// delivery of a root's commit).
@@ -110,7 +110,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       {
         return
       }
-      node.refresh(committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil)
+      node.refresh(
+        committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil, inPass: true)
     }
     checkLinks = { node in node.keepsLinksNow() }
     let (initial, snapshot) = Snapshot.consistent { snapshot in
@@ -212,10 +213,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// - Parameters:
   ///   - committed: The commit of the only root being delivered, to compute the state
   ///     it made; nil to compute the latest state.
-  ///   - force: Unused: a root calls this only while the node is observed (the root's
-  ///     subscription checks `keepsLinks` before each delivery), and an arriving
-  ///     observer refreshes before it subscribes.
-  @inlinable func refresh(committed: Snapshot.Pin? = nil, force: Bool = false) {
+  ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
+  ///     the node is observed; false for an arriving observer's catch-up, which may be
+  ///     made inside a handler.
+  @inlinable func refresh(committed: Snapshot.Pin? = nil, inPass: Bool = false) {
     let value: Value
     let snapshot: Snapshot
     if let committed {
@@ -230,7 +231,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered = versions
-    commitState(token, value)
+    commitState(token, value, inPass: inPass)
   }
 
   /// Commits `value`, computed directly from the commit with `version` of the one root,
@@ -239,7 +240,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let token = hub.lockForCommit()
     guard version > delivered.first else { return token.unlock() }
     delivered.first = version
-    commitState(token, value)
+    commitState(token, value, inPass: true)
   }
 
   /// Commits `value` as the node's new state; takes over the caller's lock of the hub.
@@ -251,15 +252,15 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// fast its roots change and however slow its observers are, and its observers skip
   /// to the newest state, never back. A thread with nobody else delivering commits and
   /// delivers every state.
-  @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value) {
+  @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
     if let core = token.state.pointee.core, core.pointee.queue.backlog > 0 {
       coalesce(token, value)
-    } else if !hub.change(token, to: value, isDuplicate: isDuplicate) {
+    } else if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) {
       hub.scanForDeadOwners()
     }
   }
 
-  /// ``commitState(_:_:)`` while earlier states wait for another thread: replaces the
+  /// ``commitState(_:_:inPass:)`` while earlier states wait for another thread: replaces the
   /// newest waiting update for every observer, if that is what waits last. Out of line,
   /// so that the common path's frame has no room for its temporaries.
   @inlinable @inline(never)

@@ -11,6 +11,9 @@
 //   a write made in a handler is delivered after that handler returns, and the stack
 //   does not grow with the length of a chain of sources whose handlers write to the
 //   next one: at most two passes are on the stack, the outermost and a postponed one.
+//   The one commit delivered at once is a derived value's, made by the outermost pass
+//   itself with nothing postponed (`Hub.deliverInsideFrame`): no handler is running
+//   then, and the stack holds the same two passes.
 // - A transaction (Transaction.swift) counts as a delivery frame: its commits are
 //   delivered when it ends.
 // - A derived event source's handler that forwards an event to the derived source's

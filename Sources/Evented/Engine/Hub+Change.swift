@@ -10,12 +10,14 @@ extension Hub {
   /// Takes over the caller's lock, which must have been taken by ``lockForCommit()``.
   ///
   /// `isDuplicate` is user code run under the lock (an `==`). The old value is
-  /// released after unlocking.
+  /// released after unlocking. `inPass` marks a derived value's commit made by the
+  /// delivery of one of its roots (see ``deliverInsideFrame(_:core:thread:inPass:)``).
   ///
   /// - Returns: false if `next` was a duplicate and nothing changed.
   @inlinable @discardableResult
   func change(
-    _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
+    _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?,
+    inPass: Bool = false
   ) -> Bool where Message == Update<Stored> {
     // The stored value is reached as an `inout` argument throughout, so that unoptimized
     // builds pass it by address instead of copying it to the stack.
@@ -31,7 +33,7 @@ extension Hub {
       withExtendedLifetime(old) {}
       return true
     }
-    commit(token, to: recipients) { stored in
+    commit(token, to: recipients, inPass: inPass) { stored in
       defer { stored = next }
       return Update(old: stored, new: next, isInitial: false)
     }

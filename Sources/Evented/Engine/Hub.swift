@@ -128,29 +128,39 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   /// Packs the message `build` makes from the stored value for `recipients`, then
   /// commits and delivers it. Takes over the caller's lock.
+  ///
+  /// - Parameter inPass: A derived value's commit, made by the delivery of one of its
+  ///   roots: see ``deliverInsideFrame(_:core:thread:inPass:)``.
   @inlinable @inline(__always)
-  func commit(_ token: consuming Token, to recipients: Recipients<Message>, _ build: (inout Stored) -> Message) {
+  func commit(
+    _ token: consuming Token, to recipients: Recipients<Message>, inPass: Bool = false,
+    _ build: (inout Stored) -> Message
+  ) {
     if Self.usesParcels {
-      commit(token, to: recipients, as: Parcel<Message>.self, build)
+      commit(token, to: recipients, as: Parcel<Message>.self, inPass: inPass, build)
     } else {
-      commit(token, to: recipients, as: Inline<Message>.self, build)
+      commit(token, to: recipients, as: Inline<Message>.self, inPass: inPass, build)
     }
   }
 
-  /// ``commit(_:to:_:)`` with the package type chosen.
+  /// ``commit(_:to:inPass:_:)`` with the package type chosen.
   @inlinable
   func commit<P: Package<Message>>(
-    _ token: consuming Token, to recipients: Recipients<Message>, as _: P.Type, _ build: (inout Stored) -> Message
+    _ token: consuming Token, to recipients: Recipients<Message>, as _: P.Type, inPass: Bool,
+    _ build: (inout Stored) -> Message
   ) {
     let stored = token.state
     let package = P.make(for: recipients) { build(&stored.pointee.stored) }
-    proceed(token, token.state.pointee.queue.start(package) { !DeliveringThread.isDelivering })
+    proceed(token, token.state.pointee.queue.start(package) { !DeliveringThread.isDelivering }, inPass: inPass)
   }
 
   /// Carries out `start` after a commit: unlocks, then delivers, or waits to take the
   /// delivering role over.
+  ///
+  /// - Parameter inPass: A derived value's commit, made by the delivery of one of its
+  ///   roots (see ``deliverInsideFrame(_:core:thread:inPass:)``).
   @inlinable @inline(__always)
-  func proceed<P: Package<Message>>(_ token: consuming Token, _ start: consuming Start<P>) {
+  func proceed<P: Package<Message>>(_ token: consuming Token, _ start: consuming Start<P>, inPass: Bool = false) {
     switch consume start {
     case .none, .queued:
       token.unlock()
@@ -159,18 +169,35 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       let thread = DeliveringThread.current
       if thread.pointee.depth > 0 {
-        // The closure captures nothing: it is made here, in specialized code, so that the
-        // postponed drain runs specialized too.
-        let postponed = PostponedDrain(self, first, core: core) { postponed, thread in
-          postponed.hub.drain(postponed.first, core: postponed.core, thread: thread)
-        }
-        DeliveringThread.postpone(thread, postponed)
+        deliverInsideFrame(first, core: core, thread: thread, inPass: inPass)
       } else {
         drain(first, core: core, thread: thread)
       }
     case .heir(let ticket):
       waitForTurn(token, ticket)
     }
+  }
+
+  /// Delivers `first`, and the queue after it, for a thread that became the deliverer
+  /// inside a delivery frame: postponed to the thread's outermost frame, except a
+  /// derived value's commit made by the outermost pass itself (`inPass`) while nothing
+  /// else waits there. That one is delivered at once, from the engine, inside the
+  /// root's pass: it is no handler's write, and the stack holds the same two passes as
+  /// a postponed delivery would. Out of line, so that a plain write's path stays small.
+  @inlinable @inline(never)
+  func deliverInsideFrame<P: Package<Message>>(
+    _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>,
+    thread: UnsafeMutablePointer<DeliveringState>, inPass: Bool
+  ) {
+    if inPass, thread.pointee.depth == 1, thread.pointee.firstPostponed == nil {
+      return drain(first, core: core, thread: thread)
+    }
+    // The closure captures nothing: it is made here, in specialized code, so that the
+    // postponed drain runs specialized too.
+    let postponed = PostponedDrain(self, first, core: core) { postponed, thread in
+      postponed.hub.drain(postponed.first, core: postponed.core, thread: thread)
+    }
+    DeliveringThread.postpone(thread, postponed)
   }
 
   /// Waits until the deliverer hands the role over (then delivers the queue) or the

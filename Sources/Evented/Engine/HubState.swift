@@ -54,7 +54,7 @@ struct HubState<Message: Sendable, Stored> {
   // passed by address, and unoptimized builds do not copy the stored value to call them.
 
   /// Whether a committing thread that may wait must check for room first.
-  @inlinable mutating func mayHaveToWait() -> Bool {
+  @inlinable @inline(__always) mutating func mayHaveToWait() -> Bool {
     guard let core else { return false }
     return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
   }

@@ -137,7 +137,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       observation.access()
       return hub.read { copy $0 }
     }
-    set { write(newValue) }
+    @inline(__always) set { write(newValue) }
     _modify {
       // On a copy, stored back. If the access is aborted (it threw), the token's end
       // unlocks and nothing changes. `next` is declared first so that, on an abort, it
@@ -207,7 +207,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     return try outcome.get()
   }
 
-  @inlinable
+  /// Always inlined: the caller's own specialized copy skips an equal write in a
+  /// few instructions.
+  @inlinable @inline(__always)
   func write(_ newValue: Value) {
     if hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate) { observation.committed() }
   }
