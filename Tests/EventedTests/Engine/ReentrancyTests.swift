@@ -2,6 +2,7 @@
 // subscribe, cancel and read, on the same source and on another one. Each scenario
 // runs on a thread of its own, so that a deadlock fails the test instead of hanging.
 
+import Synchronization
 import Testing
 
 @testable import Evented
@@ -232,6 +233,39 @@ private func withoutDeadlock(
     // Deliveries never nest: the send is committed at once and delivered once the
     // handler has returned.
     #expect(log.values == ["first1", "after1", "second10"])
+  }
+
+  @Test func deliveriesNeverNestAWriteFromAHandlerReachesADerivedValueAfterTheHandlerReturns() {
+    let first = Property(0)
+    let second = Property(0)
+    let doubled = second.map { $0 * 2 }
+    let log = Recorder<String>()
+    let running = Atomic<Int>(0)
+    withoutDeadlock {
+      let a = first.observe { value in
+        guard value > 0 else { return }
+        running.add(1, ordering: .sequentiallyConsistent)
+        log.append("first\(value)")
+        second.value = value
+        log.append("after\(value)")
+        running.subtract(1, ordering: .sequentiallyConsistent)
+      }
+      // A map of `first` too: its observer is called from `first`'s pass, never from
+      // inside the handler above.
+      let b = first.map { $0 + 100 }.observe { value in
+        log.append("mapped\(value)\(running.load(ordering: .sequentiallyConsistent) == 0 ? "" : " nested")")
+      }
+      let c = doubled.observe { value in
+        log.append("doubled\(value)\(running.load(ordering: .sequentiallyConsistent) == 0 ? "" : " nested")")
+      }
+      first.value = 1
+      a.cancel()
+      b.cancel()
+      c.cancel()
+    }
+    #expect(log.values.filter { $0.hasSuffix("nested") } == [])
+    #expect(log.values.filter { !$0.hasPrefix("mapped") } == ["doubled0", "first1", "after1", "doubled2"])
+    #expect(log.values.filter { $0.hasPrefix("mapped") } == ["mapped100", "mapped101"])
   }
 
   @Test func deliveriesNeverNestAChainOfFiveThousandSourcesRunsOnAOneMegabyteStack() {
