@@ -49,7 +49,7 @@ extension ArrayProperty {
   /// A node that follows this array.
   private func makeViewNode() -> DerivedProperty<[Element]> {
     let root = ArrayRoot(hub)
-    return DerivedProperty(roots: [root], isDuplicate: nil) { $0.pin(root).value as! [Element] }
+    return DerivedProperty(roots: [root], isDuplicate: nil) { unbox($0.pin(root).value) }
   }
 }
 

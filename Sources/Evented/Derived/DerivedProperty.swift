@@ -189,7 +189,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// snapshot's, else `body`, remembered for the next read.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
     guard let body else { return snapshot.read(hub) }
-    if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return value as! Value }
+    if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return unbox(value) }
     let versions = snapshot.versions(of: roots)
     if let memo = memo.withLock({ $0 }), memo.versions == versions { return memo.value }
     if directLink != nil, let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil }) {

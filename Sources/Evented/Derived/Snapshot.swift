@@ -303,8 +303,8 @@ final class Snapshot {
   /// The pinned value of `hub`'s stored value.
   @inlinable func read<Message, Value: Sendable>(_ hub: Hub<Message, Value>) -> Value {
     let identity = ObjectIdentifier(hub.storage)
-    for index in pins.indices where pins[index].identity == identity { return pins[index].value as! Value }
-    return pins[index(of: HubRoot(hub, committedValue: nil))].value as! Value
+    for index in pins.indices where pins[index].identity == identity { return unbox(pins[index].value) }
+    return unbox(pins[index(of: HubRoot(hub, committedValue: nil))].value)
   }
 
   /// The versions of `roots` in this snapshot, pinning those not read yet.
@@ -331,4 +331,16 @@ final class Snapshot {
       if attempts > 16 { sched_yield() }
     }
   }
+}
+
+/// `value`, a pinned or computed value known to be a `Value`, unboxed without the
+/// runtime's general cast (a few hundred instructions for an `Int`): the existential is
+/// opened, and its type compared with `Value`'s.
+@inlinable @inline(__always)
+func unbox<Value>(_ value: any Sendable) -> Value {
+  func open<Boxed>(_ boxed: Boxed) -> Value {
+    if Boxed.self == Value.self { return unsafeBitCast(boxed, to: Value.self) }
+    return boxed as! Value
+  }
+  return _openExistential(value, do: open)
 }
