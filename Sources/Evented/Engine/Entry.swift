@@ -6,7 +6,8 @@
 // `OwnedEntry` stores a handler that takes the owner, `HandleEntry` one that does not
 // (its subscription is owned by the handle, whose deinit ends it, so the entry needs
 // no weak reference to it). `OwnedValueEntry` and `HandleValueEntry` are the same for a
-// property's new values. All four store the closure as given.
+// property's new values. All four store the closure as given; the weak owner, or the
+// handle's ownership, comes from `WeakOwnerEntry` or `HandleOwnedEntry`.
 
 import Synchronization
 
@@ -102,26 +103,50 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
   }
 }
 
+/// A subscription whose owner is held weakly: what `OwnedEntry` and `OwnedValueEntry`
+/// share.
+@usableFromInline
+class WeakOwnerEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: owns no lock; `owner` is written once, before the subscription
+  // is published.
+
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) final weak var owner: Owner?
+
+  @inlinable init(owner: Owner, isOnce: Bool, target: DeliveryTarget?) {
+    super.init(isOnce: isOnce, target: target)
+    self.owner = owner
+  }
+
+  @usableFromInline final override var liveOwner: AnyObject? { owner }
+}
+
+/// A subscription owned by its handle: what `HandleEntry` and `HandleValueEntry` share.
+@usableFromInline
+class HandleOwnedEntry<Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: owns no lock and no stored property of its own.
+
+  @inlinable override init(isOnce: Bool, target: DeliveryTarget?) {
+    super.init(isOnce: isOnce, target: target)
+    isOwnedByHandle = true
+  }
+}
+
 /// A subscription whose handler receives its owner, held weakly.
 @usableFromInline
-final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Sendable {
+final class OwnedEntry<Owner: AnyObject, Message>: WeakOwnerEntry<Owner, Message>, @unchecked Sendable {
   // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
-  // SubscriptionCore); `owner` is written once, before the subscription is published.
+  // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Owner, Message) -> Void
 
   /// Set to nil when released (not to a no-op closure: in unspecialized code an empty
   /// closure of a generic type allocates a context for its type metadata).
   @usableFromInline @exclusivity(unchecked) var handler: Handler?
-  /// Written once before the subscription is published.
-  @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
 
   @inlinable init(owner: Owner, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
-    super.init(isOnce: isOnce, target: target)
-    self.owner = owner
+    super.init(owner: owner, isOnce: isOnce, target: target)
   }
-
-  @usableFromInline override var liveOwner: AnyObject? { owner }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
     if let handler { handler(unsafeDowncast(owner, to: Owner.self), message) }
@@ -134,7 +159,7 @@ final class OwnedEntry<Owner: AnyObject, Message>: Entry<Message>, @unchecked Se
 
 /// A subscription owned by its handle, whose handler receives only the message.
 @usableFromInline
-final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
+final class HandleEntry<Message>: HandleOwnedEntry<Message>, @unchecked Sendable {
   // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
   // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Message) -> Void
@@ -145,7 +170,6 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
   @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
     super.init(isOnce: isOnce, target: target)
-    isOwnedByHandle = true
   }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
@@ -165,22 +189,19 @@ final class HandleEntry<Message>: Entry<Message>, @unchecked Sendable {
 /// witness cost about 75 more instructions per delivery (W2) and two more copies of a
 /// large value on the stack.
 @usableFromInline
-final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
+final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: WeakOwnerEntry<Owner, Update<Value>>,
+  @unchecked Sendable
+{
   // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
-  // SubscriptionCore); `owner` is written once, before the subscription is published.
+  // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Owner, Value) -> Void
 
   @usableFromInline @exclusivity(unchecked) var handler: Handler?
-  /// Written once before the subscription is published.
-  @usableFromInline @exclusivity(unchecked) weak var owner: Owner?
 
   @inlinable init(owner: Owner, isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
-    super.init(isOnce: isOnce, target: target)
-    self.owner = owner
+    super.init(owner: owner, isOnce: isOnce, target: target)
   }
-
-  @usableFromInline override var liveOwner: AnyObject? { owner }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
     if let handler { handler(unsafeDowncast(owner, to: Owner.self), message.new) }
@@ -193,7 +214,7 @@ final class OwnedValueEntry<Owner: AnyObject, Value: Sendable>: Entry<Update<Val
 
 /// A property subscription owned by its handle, whose handler receives the new value.
 @usableFromInline
-final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked Sendable {
+final class HandleValueEntry<Value: Sendable>: HandleOwnedEntry<Update<Value>>, @unchecked Sendable {
   // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
   // SubscriptionCore).
   @usableFromInline typealias Handler = @Sendable (Value) -> Void
@@ -203,7 +224,6 @@ final class HandleValueEntry<Value: Sendable>: Entry<Update<Value>>, @unchecked 
   @inlinable init(isOnce: Bool = false, target: DeliveryTarget?, handler: @escaping Handler) {
     self.handler = handler
     super.init(isOnce: isOnce, target: target)
-    isOwnedByHandle = true
   }
 
   @usableFromInline override func invoke(_ owner: AnyObject, _ message: Update<Value>) {
