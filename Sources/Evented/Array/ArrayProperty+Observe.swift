@@ -62,9 +62,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: Self.replay,
-      owned: { owner, changeset in handler(owner, changeset.array) })
+    observeArrays(.owner(owner), on: DeliveryTarget(delivery), replay: Self.replay, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -75,9 +73,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: .main, replay: Self.replay,
-      owned: onMain { owner, changeset in handler(owner, changeset.array) })
+    observeArrays(.owner(owner), on: .main, replay: Self.replay, owned: onMain(handler))
   }
 
   /// Calls `handler` with the current array now, then with the array after every
@@ -86,9 +82,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: DeliveryTarget(delivery), replay: Self.replay,
-      { changeset in handler(changeset.array) })
+    observeArrays(.handle, on: DeliveryTarget(delivery), replay: Self.replay, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current array, then with
@@ -97,8 +91,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: .main, replay: Self.replay, onMain { changeset in handler(changeset.array) })
+    observeArrays(.handle, on: .main, replay: Self.replay, onMain(handler))
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -234,9 +227,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), isOnce: true,
-      owned: { owner, changeset in handler(owner, changeset.array) })
+    observeArrays(.owner(owner), on: DeliveryTarget(delivery), isOnce: true, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the array after the next
@@ -253,9 +244,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, [Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: .main, isOnce: true,
-      owned: onMain { owner, changeset in handler(owner, changeset.array) })
+    observeArrays(.owner(owner), on: .main, isOnce: true, owned: onMain(handler))
   }
 
   /// Calls `handler` with the array after the next commit only, if the returned
@@ -272,8 +261,7 @@ extension ArrayProperty {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: DeliveryTarget(delivery), isOnce: true, { changeset in handler(changeset.array) })
+    observeArrays(.handle, on: DeliveryTarget(delivery), isOnce: true, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the array after the next
@@ -287,7 +275,7 @@ extension ArrayProperty {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable ([Element]) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, isOnce: true, onMain { changeset in handler(changeset.array) })
+    observeArrays(.handle, on: .main, isOnce: true, onMain(handler))
   }
 
   /// The current array, then the array after every commit, keeping only the newest
@@ -318,6 +306,38 @@ extension ArrayProperty {
     }
     hub.subscribe(buffer, with: entry, replay: Self.replay)
     return AsyncValues(buffer: buffer)
+  }
+
+  /// Subscribes a handler of the array after each commit: what every `observe` and
+  /// `observeOnce` overload builds.
+  ///
+  /// - Parameters:
+  ///   - ownership: The owner, or `.handle`.
+  ///   - target: Where the handler runs; nil runs it inline on the delivering thread.
+  ///   - isOnce: Whether the subscription ends just before its first invocation.
+  ///   - replay: Builds the first message from the current array, for a replay.
+  ///   - owned: The handler, given with an owner (unused with `.handle`).
+  ///   - handler: The handler, given with `.handle` (unused with an owner).
+  func observeArrays<Owner: AnyObject & Sendable>(
+    _ ownership: Ownership<Owner>,
+    on target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing ArrayStore<Element>) -> ArrayChangeset<Element>)? = nil,
+    owned: @escaping @Sendable (Owner, [Element]) -> Void = { _, _ in },
+    _ handler: @escaping @Sendable ([Element]) -> Void = { _ in }
+  ) -> Subscription {
+    // Only the closure that is used is made.
+    switch ownership {
+    case .owner:
+      let ownedArray: @Sendable (Owner, ArrayChangeset<Element>) -> Void = { owner, changeset in
+        owned(owner, changeset.array)
+      }
+      return hub.observe(ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, owned: ownedArray)
+    case .returnedHandle:
+      return hub.observe(
+        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay,
+        { changeset in handler(changeset.array) })
+    }
   }
 
   /// ``replayFromEmpty(_:)`` if `fromEmpty`, else nil.
