@@ -154,7 +154,7 @@ public actor ActorEventSource<Event: Sendable> {
     with owner: Owner,
     _ handler: @escaping @Sendable (Owner, Event) async -> Void
   ) -> Subscription {
-    subscribe(owner: owner, isOnce: false, .owned(by: Owner.self, handler))
+    subscribe(owner: owner, .owned(by: Owner.self, handler))
   }
 
   /// Awaits `handler` with every event from now on, for as long as the returned
@@ -163,7 +163,7 @@ public actor ActorEventSource<Event: Sendable> {
   /// - Returns: The owner of the subscription: it ends when this handle is released.
   @inlinable
   public final func observe(_ handler: @escaping @Sendable (Event) async -> Void) -> Subscription {
-    subscribe(owner: nil, isOnce: false, .plain(handler))
+    subscribe(owner: nil, .plain(handler))
   }
 
   /// Awaits `handler` with the next event only, if `owner` is still alive then.
@@ -192,7 +192,7 @@ public actor ActorEventSource<Event: Sendable> {
   @inlinable
   final func subscribe(
     owner: (any AnyObject & Sendable)?,
-    isOnce: Bool,
+    isOnce: Bool = false,
     _ handler: ActorHandlerBody<Event>
   ) -> Subscription {
     let (handler, subscription) = ActorHandler<Event>.make(

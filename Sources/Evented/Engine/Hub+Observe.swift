@@ -1,5 +1,7 @@
 // How the public `observe` variants become entries in a hub: one builder, which every
-// public overload of the lock-based types calls in one line.
+// public overload of the lock-based types calls in one line, through its type's own
+// builder (`observeEvents`, `observeUpdates`, `observeArrays`) that adds what the type
+// always passes.
 //
 // An overload says who owns the subscription (`Ownership`: an owner passed to the
 // handler, or the returned handle), what the handler receives of each message
@@ -25,7 +27,7 @@
 // choice of entry folds away. The handlers are parameters, never the payload of an enum
 // or a field of a generic struct: a closure stored there is kept at the most general
 // abstraction, and moving it into an entry would wrap it in two reabstraction thunks,
-// each a call per delivery. The builder and the plain public overloads (`observe`,
+// each a call per delivery. The builders and the plain public overloads (`observe`,
 // `observeOnce`) are `@inline(__always)`: inlined into the caller, the subscription
 // handle that a caller does not keep is not allocated (subscribing and cancelling at
 // once costs about 20 % more instructions when they are called instead).

@@ -26,6 +26,26 @@ extension EventSourceProtocol {
     return view.hub.lazyHooks?.token()
   }
 
+  /// Subscribes a handler of each event, anchored as ``anchor`` says: what every
+  /// `observe` and `observeOnce` overload builds.
+  ///
+  /// - Parameters:
+  ///   - ownership: The owner, or `.handle`.
+  ///   - target: Where the handler runs; nil runs it inline on the delivering thread.
+  ///   - isOnce: Whether the subscription ends just before its first invocation.
+  ///   - owned: The handler, given with an owner (unused with `.handle`).
+  ///   - handler: The handler, given with `.handle` (unused with an owner).
+  @inlinable @inline(__always)
+  func observeEvents<Owner: AnyObject & Sendable>(
+    _ ownership: Ownership<Owner>,
+    on target: DeliveryTarget?,
+    isOnce: Bool = false,
+    owned: @escaping @Sendable (Owner, Event) -> Void = { _, _ in },
+    _ handler: @escaping @Sendable (Event) -> Void = { _ in }
+  ) -> Subscription {
+    hub.observe(ownership, reading: .message, on: target, isOnce: isOnce, anchor: anchor, owned: owned, handler)
+  }
+
   /// The number of subscriptions whose owner is alive.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
@@ -51,7 +71,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .message, on: DeliveryTarget(delivery), anchor: anchor, owned: handler)
+    observeEvents(.owner(owner), on: DeliveryTarget(delivery), owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -66,7 +86,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .message, on: .main, anchor: anchor, owned: onMain(handler))
+    observeEvents(.owner(owner), on: .main, owned: onMain(handler))
   }
 
   /// Calls `handler` with every event from now on, for as long as the returned
@@ -81,7 +101,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), anchor: anchor, handler)
+    observeEvents(.handle, on: DeliveryTarget(delivery), handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with every event from now on, for
@@ -90,7 +110,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, anchor: anchor, onMain(handler))
+    observeEvents(.handle, on: .main, onMain(handler))
   }
 
   /// Calls `handler` with the next event only, if `owner` is still alive then.
@@ -104,8 +124,7 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, owned: handler)
+    observeEvents(.owner(owner), on: DeliveryTarget(delivery), isOnce: true, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if
@@ -116,7 +135,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Event) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .message, on: .main, isOnce: true, anchor: anchor, owned: onMain(handler))
+    observeEvents(.owner(owner), on: .main, isOnce: true, owned: onMain(handler))
   }
 
   /// Calls a main-actor `handler` on the main queue with the next event only, if the
@@ -125,7 +144,7 @@ extension EventSourceProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, isOnce: true, anchor: anchor, onMain(handler))
+    observeEvents(.handle, on: .main, isOnce: true, onMain(handler))
   }
 
   /// Calls `handler` with the next event only, if the returned subscription is still
@@ -135,6 +154,6 @@ extension EventSourceProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Event) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    observeEvents(.handle, on: DeliveryTarget(delivery), isOnce: true, handler)
   }
 }

@@ -17,8 +17,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, owned: handler)
+    observeUpdates(.owner(owner), reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -29,7 +28,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(.owner(owner), reading: .newValue, on: .main, isOnce: true, anchor: anchor, owned: onMain(handler))
+    observeUpdates(.owner(owner), reading: .newValue, on: .main, isOnce: true, owned: onMain(handler))
   }
 
   /// Calls `handler` with the next new value only, if the returned subscription is
@@ -42,7 +41,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, anchor: anchor, handler)
+    observeUpdates(.handle, reading: .newValue, on: DeliveryTarget(delivery), isOnce: true, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the next new value only, if
@@ -51,6 +50,6 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .newValue, on: .main, isOnce: true, anchor: anchor, onMain(handler))
+    observeUpdates(.handle, reading: .newValue, on: .main, isOnce: true, onMain(handler))
   }
 }

@@ -29,6 +29,32 @@ extension PropertyProtocol {
     return view.viewed?.lazy?.token()
   }
 
+  /// Subscribes a handler of what `reading` selects of each update, anchored as
+  /// ``anchor`` says: what every `observe`, `observeChanges` and `observeOnce` overload
+  /// builds.
+  ///
+  /// - Parameters:
+  ///   - ownership: The owner, or `.handle`.
+  ///   - reading: What the handler receives of each update.
+  ///   - target: Where the handler runs; nil runs it inline on the delivering thread.
+  ///   - isOnce: Whether the subscription ends just before its first invocation.
+  ///   - replay: Builds the first update from the current value, for a replay.
+  ///   - owned: The handler, given with an owner (unused with `.handle`).
+  ///   - handler: The handler, given with `.handle` (unused with an owner).
+  @inlinable @inline(__always)
+  func observeUpdates<Owner: AnyObject & Sendable, Input: Sendable>(
+    _ ownership: Ownership<Owner>,
+    reading: Reading<Update<Value>, Input>,
+    on target: DeliveryTarget?,
+    isOnce: Bool = false,
+    replay: ((borrowing Value) -> Update<Value>)? = nil,
+    owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
+    _ handler: @escaping @Sendable (Input) -> Void = { _ in }
+  ) -> Subscription {
+    hub.observe(
+      ownership, reading: reading, on: target, isOnce: isOnce, replay: replay, anchor: anchor, owned: owned, handler)
+  }
+
   /// The number of subscriptions whose owner is alive.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
@@ -57,9 +83,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
-      owned: handler)
+    observeUpdates(
+      .owner(owner), reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -70,8 +95,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Value) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor, owned: onMain(handler))
+    observeUpdates(.owner(owner), reading: .newValue, on: .main, replay: replayCurrent, owned: onMain(handler))
   }
 
   /// Calls `handler` with the current value now, then with every new value, for as
@@ -81,8 +105,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor, handler)
+    observeUpdates(.handle, reading: .newValue, on: DeliveryTarget(delivery), replay: replayCurrent, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the current value, then with
@@ -91,7 +114,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Value) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .newValue, on: .main, replay: replayCurrent, anchor: anchor, onMain(handler))
+    observeUpdates(.handle, reading: .newValue, on: .main, replay: replayCurrent, onMain(handler))
   }
 
   /// Calls `handler` with every change from now on, as the old and the new value, for
@@ -109,8 +132,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), anchor: anchor,
+    observeUpdates(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery),
       owned: { owner, update in handler(owner, update.change) })
   }
 
@@ -122,9 +145,8 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: .main, anchor: anchor,
-      owned: onMain { owner, update in handler(owner, update.change) })
+    observeUpdates(
+      .owner(owner), reading: .message, on: .main, owned: onMain { owner, update in handler(owner, update.change) })
   }
 
   /// Calls `handler` with every change from now on, for as long as the returned
@@ -134,8 +156,7 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: DeliveryTarget(delivery), anchor: anchor, { update in handler(update.change) })
+    observeUpdates(.handle, reading: .message, on: DeliveryTarget(delivery), { update in handler(update.change) })
   }
 
   /// Calls a main-actor `handler` on the main queue with every change from now on, for
@@ -144,7 +165,7 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Change<Value>) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, anchor: anchor, onMain { update in handler(update.change) })
+    observeUpdates(.handle, reading: .message, on: .main, onMain { update in handler(update.change) })
   }
 
   /// Calls `handler` with the part of the value at `keyPath` now, then whenever that
@@ -164,8 +185,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
+    observeUpdates(
+      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent,
       owned: { owner, update in if let part = update.changedPart(keyPath) { handler(owner, part) } })
   }
 
@@ -178,8 +199,8 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Owner, Part) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: .main, replay: replayCurrent, anchor: anchor,
+    observeUpdates(
+      .owner(owner), reading: .message, on: .main, replay: replayCurrent,
       owned: onMain { owner, update in if let part = update.changedPart(keyPath) { handler(owner, part) } })
   }
 
@@ -191,8 +212,8 @@ extension PropertyProtocol {
     on delivery: Delivery = .synchronous,
     _ handler: @escaping @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent, anchor: anchor,
+    observeUpdates(
+      .handle, reading: .message, on: DeliveryTarget(delivery), replay: replayCurrent,
       { update in if let part = update.changedPart(keyPath) { handler(part) } })
   }
 
@@ -204,8 +225,8 @@ extension PropertyProtocol {
     on delivery: MainActorDelivery,
     _ handler: @escaping @MainActor @Sendable (Part) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: .main, replay: replayCurrent, anchor: anchor,
+    observeUpdates(
+      .handle, reading: .message, on: .main, replay: replayCurrent,
       onMain { update in if let part = update.changedPart(keyPath) { handler(part) } })
   }
 }
