@@ -49,7 +49,7 @@
 ///   when it is deinitialized, its sequences finish, and each handler task delivers
 ///   the events already queued and ends; the handler and its captures are then
 ///   released.
-public actor ActorEventSource<Event: Sendable> {
+public actor ActorEventSource<Event: Sendable>: ActorBoundedSource {
   // Touched only on the actor, never twice at once: no exclusivity check needed.
   @exclusivity(unchecked) @usableFromInline var sinks: ActorSinks<Event>
 
@@ -81,35 +81,7 @@ public actor ActorEventSource<Event: Sendable> {
   /// - Complexity: O(n) in the number of subscriptions.
   @inlinable
   nonisolated(nonsending) public final func send(_ event: Event) async {
-    // One synchronous call to the actor unless a queue is full: an actor-isolated
-    // async `send` cost about 90 instructions more per send (callgrind, W1), from
-    // executor switching.
-    if await sendUnlessFull(event) { return }
-    await sendWhenRoom(event)
-  }
-
-  /// Sends `event` unless a handler subscription is at the limit.
-  ///
-  /// - Returns: Whether it sent.
-  @inlinable
-  final func sendUnlessFull(_ event: Event) -> Bool {
-    if sinks.hasHandlerAtLimit() { return false }
-    sinks.push(event)
-    return true
-  }
-
-  /// Sends `event` once every handler subscription has room (at once from a handler).
-  @usableFromInline
-  final func sendWhenRoom(_ event: Event) async {
-    await waitForRoom()
-    sinks.push(event)
-  }
-
-  /// Suspends until no live handler subscription is at the limit; at once for a call
-  /// from a handler or from a cancelled task.
-  @usableFromInline
-  final func waitForRoom() async {
-    while let full = sinks.firstAtLimit(), !ActorBacklog.mayNotWait { await full.waitForRoom() }
+    await commitWithinBound(event)
   }
 
   /// The events sent from now on, as an asynchronous sequence.
@@ -199,6 +171,17 @@ public actor ActorEventSource<Event: Sendable> {
       source: self, owner: owner, isOnce: isOnce, backlog: sinks.backlogForHandler(), handler)
     add(ActorSink(handler: handler))
     return subscription
+  }
+
+  /// Delivers `event` to every current subscription now, whatever the queues hold.
+  @inlinable
+  final func commit(_ event: Event) {
+    sinks.push(event)
+  }
+
+  @inlinable
+  final func withHandlerSinks<Result>(_ body: (inout ActorSinks<Event>) -> Result) -> Result {
+    body(&sinks)
   }
 
   @inlinable

@@ -55,7 +55,7 @@
 ///   when it is deinitialized, its sequences finish, and each handler task delivers
 ///   the values already queued and ends; the handler and its captures are then
 ///   released.
-public actor ActorProperty<Value: Sendable> {
+public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
   /// The current value: the latest committed one.
   public var value: Value { current }
   @usableFromInline var current: Value
@@ -99,28 +99,7 @@ public actor ActorProperty<Value: Sendable> {
   /// waiting stops waiting and writes at once.
   @inlinable
   nonisolated(nonsending) public final func setValue(_ newValue: Value) async {
-    // One synchronous call to the actor unless a queue is full, as in
-    // `ActorEventSource.send(_:)`.
-    if await commitUnlessFull(newValue) { return }
-    await commitWhenRoom(newValue)
-  }
-
-  /// Commits `newValue` unless a handler subscription is at the limit.
-  ///
-  /// - Returns: Whether it committed.
-  @inlinable
-  final func commitUnlessFull(_ newValue: Value) -> Bool {
-    if updateSinks.hasHandlerAtLimit() { return false }
-    commit(newValue)
-    return true
-  }
-
-  /// Commits `newValue` once every handler subscription has room (at once from a
-  /// handler).
-  @usableFromInline
-  final func commitWhenRoom(_ newValue: Value) async {
-    await waitForRoom()
-    commit(newValue)
+    await commitWithinBound(newValue)
   }
 
   /// Changes the value in place, atomically, and notifies once with the old and new
@@ -310,11 +289,9 @@ public actor ActorProperty<Value: Sendable> {
     if updateSinks.count != 0 { updateSinks.push(Update(old: old, new: newValue, isInitial: false)) }
   }
 
-  /// Suspends until no live handler subscription is at the limit; at once for a call
-  /// from a handler or from a cancelled task.
-  @usableFromInline
-  final func waitForRoom() async {
-    while let full = updateSinks.firstAtLimit(), !ActorBacklog.mayNotWait { await full.waitForRoom() }
+  @inlinable
+  final func withHandlerSinks<Result>(_ body: (inout ActorSinks<Update<Value>>) -> Result) -> Result {
+    body(&updateSinks)
   }
 
   private func subscribe(
