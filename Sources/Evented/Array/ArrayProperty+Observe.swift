@@ -150,9 +150,7 @@ extension ArrayProperty {
     fromEmpty: Bool = false,
     _ handler: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: DeliveryTarget(delivery), replay: Self.replay(fromEmpty: fromEmpty),
-      owned: handler)
+    observeChangesets(.owner(owner), on: DeliveryTarget(delivery), fromEmpty: fromEmpty, owned: handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -165,9 +163,7 @@ extension ArrayProperty {
     fromEmpty: Bool = false,
     _ handler: @escaping @MainActor @Sendable (Owner, ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .owner(owner), reading: .message, on: .main, replay: Self.replay(fromEmpty: fromEmpty),
-      owned: onMain(handler))
+    observeChangesets(.owner(owner), on: .main, fromEmpty: fromEmpty, owned: onMain(handler))
   }
 
   /// Calls `handler` with the changeset of every commit from now on, for as long as
@@ -178,9 +174,7 @@ extension ArrayProperty {
     fromEmpty: Bool = false,
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(
-      .handle, reading: .message, on: DeliveryTarget(delivery), replay: Self.replay(fromEmpty: fromEmpty),
-      handler)
+    observeChangesets(.handle, on: DeliveryTarget(delivery), fromEmpty: fromEmpty, handler)
   }
 
   /// Calls a main-actor `handler` on the main queue with the changeset of every commit
@@ -191,7 +185,7 @@ extension ArrayProperty {
     fromEmpty: Bool = false,
     _ handler: @escaping @MainActor @Sendable (ArrayChangeset<Element>) -> Void
   ) -> Subscription {
-    hub.observe(.handle, reading: .message, on: .main, replay: Self.replay(fromEmpty: fromEmpty), onMain(handler))
+    observeChangesets(.handle, on: .main, fromEmpty: fromEmpty, onMain(handler))
   }
 
   /// Calls `handler` with the array after the next commit only, if `owner` is still
@@ -338,6 +332,27 @@ extension ArrayProperty {
         ownership, reading: .message, on: target, isOnce: isOnce, replay: replay,
         { changeset in handler(changeset.array) })
     }
+  }
+
+  /// Subscribes a handler of each commit's changeset: what every `observeChanges`
+  /// overload builds.
+  ///
+  /// - Parameters:
+  ///   - ownership: The owner, or `.handle`.
+  ///   - target: Where the handler runs; nil runs it inline on the delivering thread.
+  ///   - fromEmpty: Whether the first changeset inserts the current array into an empty
+  ///     one.
+  ///   - owned: The handler, given with an owner (unused with `.handle`).
+  ///   - handler: The handler, given with `.handle` (unused with an owner).
+  func observeChangesets<Owner: AnyObject & Sendable>(
+    _ ownership: Ownership<Owner>,
+    on target: DeliveryTarget?,
+    fromEmpty: Bool,
+    owned: @escaping @Sendable (Owner, ArrayChangeset<Element>) -> Void = { _, _ in },
+    _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void = { _ in }
+  ) -> Subscription {
+    hub.observe(
+      ownership, reading: .message, on: target, replay: Self.replay(fromEmpty: fromEmpty), owned: owned, handler)
   }
 
   /// ``replayFromEmpty(_:)`` if `fromEmpty`, else nil.

@@ -1,7 +1,7 @@
 // How the public `observe` variants become entries in a hub: one builder, which every
 // public overload of the lock-based types calls in one line, through its type's own
-// builder (`observeEvents`, `observeUpdates`, `observeArrays`) that adds what the type
-// always passes.
+// builder (`observeEvents`, `observeUpdates`, `observeArrays`, `observeChangesets`) that
+// adds what the type always passes.
 //
 // An overload says who owns the subscription (`Ownership`: an owner passed to the
 // handler, or the returned handle), what the handler receives of each message
