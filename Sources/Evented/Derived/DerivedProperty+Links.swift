@@ -52,7 +52,7 @@ extension DerivedProperty {
       return links.sources
     }
     for core in earlier { core.endSwept() }
-    refresh()
+    refreshing.unsafelyUnwrapped(self)
   }
 
   /// Ends a computed node's subscriptions to its roots; its next observer makes new ones.
@@ -167,7 +167,7 @@ extension DerivedProperty: ObservedNode {
       // A root that found the node unobserved dropped its subscription (keepsLinks).
       return !links.isLinked
     }
-    if mustLink { relink() } else { refresh() }
+    if mustLink { relink() } else { refreshing.unsafelyUnwrapped(self) }
   }
 
   @usableFromInline func didObserve() {
@@ -193,6 +193,6 @@ extension DerivedProperty: ObservedNode {
 
   @usableFromInline func refreshLatest() {
     guard body != nil, links.withLock({ $0.isLinked }) else { return }
-    refresh()
+    refreshing.unsafelyUnwrapped(self)
   }
 }

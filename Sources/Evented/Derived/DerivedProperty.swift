@@ -67,6 +67,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
   /// delivery of a root's commit).
   @usableFromInline let checkLinks: (@Sendable (DerivedProperty<Value>) -> Bool)?
+  /// ``refresh(committed:inPass:)`` of the latest state, made in code specialized for
+  /// `Value`, for the callers that reach the node through a protocol (the end of a
+  /// transaction, an arriving observer).
+  @usableFromInline let refreshing: (@Sendable (DerivedProperty<Value>) -> Void)?
   /// A following node's value from its sources' latest values; keeps them alive.
   @usableFromInline let compute: (@Sendable () -> Value)?
   /// A computed node's last computed value and the versions it was computed from.
@@ -114,7 +118,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
         committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil, inPass: true)
     }
     checkLinks = { node in node.keepsLinksNow() }
-    let (initial, snapshot) = Snapshot.consistent { snapshot in
+    refreshing = { node in node.refresh() }
+    let (initial, versions) = Snapshot.consistent(of: roots) { snapshot in
       _ = snapshot.versions(of: roots)
       return body(snapshot)
     }
@@ -124,7 +129,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     singleRoot = isSingle ? roots[0] : nil
     self.body = body
     compute = nil
-    delivered = snapshot.versions(of: roots)
+    delivered = versions
     self.upstream = upstream
     height = Self.height(above: upstream)
     let box = Memo(delivered, initial)
@@ -156,6 +161,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     body = nil
     onCommit = nil
     checkLinks = nil
+    refreshing = nil
     self.compute = compute
   }
 
@@ -182,7 +188,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // the first of those reads: it is consistent and current.
       return memo.value
     }
-    return Snapshot.consistent { evaluate(in: $0) }.0
+    return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
   }
 
   /// A computed node's value in `snapshot`: the memo if its versions are the
@@ -218,16 +224,17 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   ///     made inside a handler.
   @inlinable func refresh(committed: Snapshot.Pin? = nil, inPass: Bool = false) {
     let value: Value
-    let snapshot: Snapshot
+    let versions: Versions
     if let committed {
       // The state the commit made: with one root, consistent by construction.
-      snapshot = Snapshot()
+      let snapshot = Snapshot.make()
       snapshot.pins.append(committed)
       value = evaluate(in: snapshot)
+      versions = snapshot.versions(of: roots)
+      snapshot.recycle()
     } else {
-      (value, snapshot) = Snapshot.consistent { evaluate(in: $0) }
+      (value, versions) = Snapshot.consistent(of: roots) { evaluate(in: $0) }
     }
-    let versions = snapshot.versions(of: roots)
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered = versions

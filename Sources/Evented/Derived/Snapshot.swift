@@ -57,6 +57,9 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// code that a call through the `Root` protocol would reach.
   @usableFromInline let pinning: @Sendable (Hub<Message, Stored>) -> (version: UInt64, value: any Sendable)
   @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
+  /// ``notify(_:_:)``, made the same way: its handler runs for every commit.
+  @usableFromInline let notifying:
+    @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void) -> SubscriptionCore
 
   @inlinable init(
     _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
@@ -69,6 +72,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       return hub.storage.withLock { $0.visible(to: me) }
     }
     versioning = { hub in hub.storage.withLock { $0.visibleVersion(current: $0.version) } }
+    notifying = { root, node, refresh in root.subscribe(node, refresh) }
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
@@ -78,6 +82,13 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline var version: UInt64 { versioning(hub) }
 
   @usableFromInline func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+  ) -> SubscriptionCore {
+    notifying(self, node, refresh)
+  }
+
+  /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
+  @inlinable func subscribe(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
   ) -> SubscriptionCore {
     guard let committedValue else { fatalError("Evented: a root without a committed value was notified") }
@@ -194,36 +205,43 @@ extension HubRoot where Message == Update<Stored> {
 /// The versions of a derived value's roots, in the order of its `roots`.
 @usableFromInline
 struct Versions: Sendable, Equatable {
-  /// The first root's version, kept inline, so that the versions of one root (the most
-  /// common case) need no array.
+  /// The first two roots' versions, kept inline, so that the versions of one or two
+  /// roots (a `map`, a `combineLatest`: the most common cases) need no array.
   @usableFromInline var first: UInt64
-  /// The other roots' versions.
+  @usableFromInline var second: UInt64
+  /// The other roots' versions, from the third on.
   @usableFromInline var rest: [UInt64]
 
   @inlinable init(_ values: [UInt64]) {
     first = values.first ?? 0
-    rest = values.count > 1 ? Array(values.dropFirst()) : []
+    second = values.count > 1 ? values[1] : 0
+    rest = values.count > 2 ? Array(values.dropFirst(2)) : []
   }
 
   /// The versions of `roots`, each read by `version`.
   @inlinable init(of roots: [any Root], _ version: (any Root) -> UInt64) {
     first = roots.isEmpty ? 0 : version(roots[0])
+    second = roots.count > 1 ? version(roots[1]) : 0
     rest = []
-    if roots.count > 1 {
-      rest.reserveCapacity(roots.count - 1)
-      for root in roots.dropFirst() { rest.append(version(root)) }
+    if roots.count > 2 {
+      rest.reserveCapacity(roots.count - 2)
+      for root in roots.dropFirst(2) { rest.append(version(root)) }
     }
   }
 
   /// The version of the root at `index`.
   @inlinable func version(at index: Int) -> UInt64 {
-    index == 0 ? first : rest[index - 1]
+    switch index {
+    case 0: first
+    case 1: second
+    default: rest[index - 2]
+    }
   }
 
   /// Whether `self` is a later state than `other`: no root older, and one newer.
   @inlinable func isLater(than other: Versions) -> Bool {
-    if first < other.first { return false }
-    var newer = first > other.first
+    if first < other.first || second < other.second { return false }
+    var newer = first > other.first || second > other.second
     for (mine, theirs) in zip(rest, other.rest) {
       if mine < theirs { return false }
       if mine > theirs { newer = true }
@@ -320,16 +338,45 @@ final class Snapshot {
   }
 
   /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
-  /// between two pins.
-  @inlinable static func consistent<Result>(_ evaluate: (Snapshot) -> Result) -> (Result, Snapshot) {
+  /// between two pins. `evaluate` must pin every root of `roots` first.
+  ///
+  /// - Returns: What `evaluate` returned, and the versions of `roots` it saw.
+  @inlinable static func consistent<Result>(
+    of roots: [any Root], _ evaluate: (Snapshot) -> Result
+  ) -> (Result, Versions) {
     var attempts = 0
     while true {
-      let snapshot = Snapshot()
+      let snapshot = Snapshot.make()
       let result = evaluate(snapshot)
-      if snapshot.isConsistent { return (result, snapshot) }
+      if snapshot.isConsistent {
+        let versions = snapshot.versions(of: roots)
+        snapshot.recycle()
+        return (result, versions)
+      }
+      snapshot.recycle()
       attempts += 1
       if attempts > 16 { sched_yield() }
     }
+  }
+
+  /// A snapshot with no pins: the calling thread's spare one if it has one (its pins
+  /// keep their capacity), so that an evaluation allocates nothing; else a new one.
+  /// An evaluation inside an evaluation (a transform that reads a derived `value`)
+  /// finds no spare and makes its own.
+  @inlinable static func make() -> Snapshot {
+    let thread = DeliveringThread.current
+    guard let spare = thread.pointee.spareSnapshot else { return Snapshot() }
+    thread.pointee.spareSnapshot = nil
+    return spare
+  }
+
+  /// Empties this snapshot and keeps it as the calling thread's spare, unless the
+  /// thread has one. The snapshot must not be used afterwards.
+  @inlinable func recycle() {
+    pins.removeAll(keepingCapacity: true)
+    computed = nil
+    let thread = DeliveringThread.current
+    if thread.pointee.spareSnapshot == nil { thread.pointee.spareSnapshot = self }
   }
 }
 

@@ -49,6 +49,9 @@ struct DeliveringState {
   /// Derived values whose release a deinit on this thread postponed (DerivedProperty.swift).
   @usableFromInline var teardown: [any EvaluatedNode] = []
   @usableFromInline var isTearingDown = false
+  /// An empty snapshot kept for the next evaluation of a derived value on this thread
+  /// (Snapshot.swift), so that evaluating allocates nothing.
+  @usableFromInline var spareSnapshot: Snapshot?
 
   @usableFromInline init() {}
 

@@ -232,12 +232,21 @@ extension HubState {
 @usableFromInline
 final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
   @usableFromInline let hub: Hub<Message, Stored>
+  /// ``endTransaction()``, as a closure that captures nothing, made by the inlinable
+  /// initializer: so it runs code specialized for the hub's types.
+  @usableFromInline let ending: (Hub<Message, Stored>) -> [any ObservedNode]
 
-  @usableFromInline init(_ hub: Hub<Message, Stored>) {
+  @inlinable init(_ hub: Hub<Message, Stored>) {
     self.hub = hub
+    ending = { hub in Self.end(hub) }
   }
 
   @usableFromInline func endTransaction() -> [any ObservedNode] {
+    ending(hub)
+  }
+
+  /// ``endTransaction()`` for `hub`.
+  @inlinable static func end(_ hub: Hub<Message, Stored>) -> [any ObservedNode] {
     let (nodes, earlier) = hub.storage.withLock { state -> ([any ObservedNode], (any Sendable)?) in
       guard let core = state.core else { return ([], nil) }
       var earlier: (any Sendable)?
@@ -256,7 +265,7 @@ final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
 extension Hub {
   /// Whether the commit with `version` was made inside a transaction (so that a derived
   /// value computes the whole state instead of the one it made alone).
-  @usableFromInline func isTransactional(_ version: UInt64) -> Bool {
+  @inlinable func isTransactional(_ version: UInt64) -> Bool {
     storage.withLock { state in state.core?.pointee.transaction?.made(version) ?? false }
   }
 }
