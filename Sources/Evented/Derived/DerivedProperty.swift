@@ -39,11 +39,13 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   // node is shared; `body` and `upstream` are written after that only by the node's own
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
-  /// The last computed value and the versions it was computed from, boxed, so that
-  /// replacing it moves a reference (a large value is not copied to the stack).
-  @usableFromInline final class Memo: Sendable {
-    @usableFromInline let versions: Versions
-    @usableFromInline let value: Value
+  /// The last computed value and the versions it was computed from. Made once, then
+  /// updated in place; read and written only under the `memo` lock.
+  @usableFromInline final class Memo: @unchecked Sendable {
+    // @unchecked Sendable: owns no lock; both fields are guarded by the lock of the
+    // node's `memo`, which holds the only reference.
+    @usableFromInline @exclusivity(unchecked) var versions: Versions
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     @usableFromInline init(_ versions: Versions, _ value: Value) {
       self.versions = versions
@@ -183,10 +185,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       if let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil }) {
         return stored
       }
-    } else if let memo = memo.withLock({ $0 }), Versions(of: roots, { $0.version }) == memo.versions {
-      // Each root still had the memo's version when read, so the memo's state held at
-      // the first of those reads: it is consistent and current.
-      return memo.value
+    } else {
+      // If each root had the memo's version when read, the memo's state is current, and
+      // consistent: it held when the memo was computed.
+      let versions = Versions(of: roots, { $0.version })
+      if let value = memo.withLock({ $0?.versions == versions ? $0.unsafelyUnwrapped.value : nil }) { return value }
     }
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
   }
@@ -197,20 +200,25 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     guard let body else { return snapshot.read(hub) }
     if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return unbox(value) }
     let versions = snapshot.versions(of: roots)
-    if let memo = memo.withLock({ $0 }), memo.versions == versions { return memo.value }
+    if let value = memo.withLock({ $0?.versions == versions ? $0.unsafelyUnwrapped.value : nil }) { return value }
     if directLink != nil, let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil }) {
       // A direct map's latest commit, which did not update the memo.
       return stored
     }
     if height > Snapshot.deepChain, snapshot.computed == nil { snapshot.evaluateUpstream(of: self) }
-    let box = Memo(versions, body(snapshot))
-    let replaced = memo.withLock { memo -> Memo? in
-      if let current = memo, !versions.isLater(than: current.versions) { return nil }
-      defer { memo = box }
-      return memo
+    let value = body(snapshot)
+    var kept: Value? = value
+    memo.withLock { memo in
+      guard let current = memo else {
+        memo = Memo(versions, kept.take().unsafelyUnwrapped)
+        return
+      }
+      guard versions.isLater(than: current.versions) else { return }
+      current.versions = versions
+      swap(&current.value, &kept!)
     }
-    _ = replaced
-    return box.value
+    _ = kept  // the value replaced, released after unlocking
+    return value
   }
 
   /// Computes the value from a consistent snapshot of the roots and commits it, if

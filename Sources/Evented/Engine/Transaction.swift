@@ -43,16 +43,16 @@ final class OpenTransaction: Sendable {
 @usableFromInline
 final class TransactionRecord {
   /// The transactions that wrote the property since the record was made.
-  @usableFromInline var marks: [OpenTransaction]
+  @usableFromInline @exclusivity(unchecked) var marks: [OpenTransaction]
   /// The version and value before the first of them wrote; the value is dropped once
   /// they have all ended.
   @usableFromInline let earlierVersion: UInt64
-  @usableFromInline var earlierValue: (any Sendable)?
+  @usableFromInline @exclusivity(unchecked) var earlierValue: (any Sendable)?
   /// The version of the last commit a transaction of `marks` made.
-  @usableFromInline var lastVersion: UInt64
+  @usableFromInline @exclusivity(unchecked) var lastVersion: UInt64
   /// Set by a write from outside the transactions: the earlier state is no longer
   /// shown to anyone.
-  @usableFromInline var isRevealed = false
+  @usableFromInline @exclusivity(unchecked) var isRevealed = false
 
   @usableFromInline init(_ mark: OpenTransaction, earlierVersion: UInt64, earlierValue: any Sendable) {
     marks = [mark]
@@ -99,8 +99,8 @@ protocol TransactionSource: AnyObject {
 @usableFromInline
 final class RunningTransaction {
   @usableFromInline let mark: OpenTransaction
-  /// The sources it wrote, each once.
-  @usableFromInline var written: [ObjectIdentifier: any TransactionSource] = [:]
+  /// The sources it wrote, each once, by the identity of their hub's storage.
+  @usableFromInline @exclusivity(unchecked) var written = IdentityList<any TransactionSource>()
 
   @usableFromInline init(_ mark: OpenTransaction) {
     self.mark = mark
@@ -158,11 +158,11 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
 @usableFromInline func endTransaction(_ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>) {
   thread.pointee.transaction = nil
   running.mark.isOpen.store(false, ordering: .releasing)
-  var nodes: [ObjectIdentifier: any ObservedNode] = [:]
-  for source in running.written.values {
-    for node in source.endTransaction() { nodes[ObjectIdentifier(node)] = node }
+  var nodes = IdentityList<any ObservedNode>()
+  for source in running.written.elements {
+    for node in source.endTransaction() { nodes.insert(ObjectIdentifier(node)) { node } }
   }
-  for node in nodes.values { node.refreshLatest() }
+  for node in nodes.elements { node.refreshLatest() }
   DeliveringThread.exit(thread)
 }
 
@@ -205,7 +205,7 @@ extension HubState {
       core.pointee.transaction = record
     }
     let key = ObjectIdentifier(hub.storage)
-    if transaction.written[key] == nil { transaction.written[key] = WrittenHub(hub) }
+    transaction.written.insert(key) { WrittenHub(hub) }
   }
 
   /// ``visible(to:)`` for a source whose version and value `current` reads.
@@ -267,5 +267,31 @@ extension Hub {
   /// value computes the whole state instead of the one it made alone).
   @inlinable func isTransactional(_ version: UInt64) -> Bool {
     storage.withLock { state in state.core?.pointee.transaction?.made(version) ?? false }
+  }
+}
+
+/// Elements each kept once by an identity, in the order they were first inserted: a
+/// list searched from the end while it is short (a transaction usually writes a few
+/// sources), with a hash index once it is longer.
+@usableFromInline
+struct IdentityList<Element> {
+  @usableFromInline var keys: [ObjectIdentifier] = []
+  @usableFromInline var elements: [Element] = []
+  /// Every key, once there are more than `linearLimit`.
+  @usableFromInline var index: Set<ObjectIdentifier>?
+
+  @inlinable static var linearLimit: Int { 16 }
+
+  @inlinable init() {}
+
+  /// Appends the element `make` makes for `key`, unless `key` is in the list.
+  @inlinable mutating func insert(_ key: ObjectIdentifier, _ make: () -> Element) {
+    if index == nil {
+      if keys.last == key || keys.contains(key) { return }
+      if keys.count == Self.linearLimit { index = Set(keys) }
+    }
+    if index?.insert(key).inserted == false { return }
+    keys.append(key)
+    elements.append(make())
   }
 }

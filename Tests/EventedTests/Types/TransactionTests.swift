@@ -72,6 +72,29 @@ import Testing
     b.cancel()
   }
 
+  @Test func transactionWritingFortySourcesTwiceRefreshesEachDerivedValueOnce() {
+    // More sources than a transaction keeps in its short list, each written twice.
+    let sources = (0..<40).map { Property($0 * 0) }
+    let maps = sources.map { $0.map { $0 + 1 } }
+    let ends = sources[0].combineLatest(sources[39])
+    let seenMaps = Recorder<[Int]>()
+    let seenEnds = Recorder<[Int]>()
+    var subscriptions = maps.enumerated().map { index, map in map.observe { seenMaps.append([index, $0]) } }
+    subscriptions.append(ends.observe { seenEnds.append([$0.0, $0.1]) })
+    transaction {
+      for (index, source) in sources.enumerated() { source.value = index }
+      for (index, source) in sources.enumerated() { source.value = index * 10 }
+    }
+    // Each map: its current value, then one update (none for the first, whose final
+    // value equals its initial one).
+    for index in 0..<40 {
+      let expected = index == 0 ? [1] : [1, index * 10 + 1]
+      #expect(seenMaps.values.filter { $0[0] == index }.map { $0[1] } == expected)
+    }
+    #expect(seenEnds.values == [[0, 0], [0, 390]])
+    for subscription in subscriptions { subscription.cancel() }
+  }
+
   @Test func transactionADiamondAndAChainSeeItWhole() {
     let a = Property(1)
     let b = Property(1)
