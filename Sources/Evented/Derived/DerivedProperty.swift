@@ -207,6 +207,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     if height > Snapshot.deepChain, snapshot.computed == nil { snapshot.evaluateUpstream(of: self) }
     let value = body(snapshot)
+    // Only a consistent state is remembered: an evaluation whose roots moved between
+    // two pins is retried by its caller, and its versions, which never held together,
+    // must not be found by a later read.
+    guard snapshot.isConsistent else { return value }
     var kept: Value? = value
     memo.withLock { memo in
       guard let current = memo else {
