@@ -93,7 +93,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// A map of one property: subscribes the node to the property with a handler that
   /// computes each commit's value directly, without a snapshot (``commitDirect(_:version:)``).
   /// Set once, right after initialization, before the node is shared.
-  @usableFromInline var directLink: (@Sendable (DerivedProperty<Value>) -> SubscriptionCore)?
+  @usableFromInline @exclusivity(unchecked) var directLink: (@Sendable (DerivedProperty<Value>) -> SubscriptionCore)?
 
   /// A computed node: its value is `body` applied to a consistent snapshot of `roots`.
   ///

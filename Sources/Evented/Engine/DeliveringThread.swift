@@ -173,7 +173,7 @@ protocol OwedRoom: AnyObject {
 @usableFromInline
 class PostponedDelivery {
   /// The next one in the thread's list; touched only by that thread.
-  @usableFromInline var next: PostponedDelivery?
+  @usableFromInline @exclusivity(unchecked) var next: PostponedDelivery?
 
   @usableFromInline init() {}
 
