@@ -40,10 +40,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
   /// The last computed value and the versions it was computed from. Made once, then
-  /// updated in place; read and written only under the `memo` lock.
-  @usableFromInline final class Memo: @unchecked Sendable {
-    // @unchecked Sendable: owns no lock; both fields are guarded by the lock of the
-    // node's `memo`, which holds the only reference.
+  /// updated in place; read and written only under the `memo` lock, which holds the
+  /// only reference (so it needs no `Sendable` conformance of its own). A class, so
+  /// that a large value is not copied to the stack on its way in and out of the lock.
+  @usableFromInline final class Memo {
     @usableFromInline @exclusivity(unchecked) var versions: Versions
     @usableFromInline @exclusivity(unchecked) var value: Value
 
