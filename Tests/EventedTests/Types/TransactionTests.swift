@@ -178,33 +178,12 @@ import Testing
     }
     let b = sum.observe { value in if value.0 + value.1 != 0 { torn.add(1, ordering: .relaxed) } }
     let rounds = 1_000
-    let writing = Atomic<Bool>(true)
-    #expect(
-      onThreads(4) { index in
-        switch index {
-        case 0:
-          for round in 1...rounds {
-            transaction {
-              x.value = round
-              work(microseconds: 5)  // widens the window in which only `x` is written
-              y.value = round
-            }
-          }
-          writing.store(false, ordering: .relaxed)
-        case 1:
-          // Subscribing delivers the replay on this thread: the writer's commits to `x`
-          // are then delivered here, late, while the writer is in its next transaction.
-          while writing.load(ordering: .relaxed) {
-            let late = x.observe { _ in work(microseconds: 5) }
-            late.cancel()
-          }
-        default:
-          while writing.load(ordering: .relaxed) {
-            let read = pair.value
-            if read.0 != read.1 { torn.add(1, ordering: .relaxed) }
-          }
-        }
-      })
+    let (finished, tornReads) = whileTransactionsRun(
+      rounds: rounds, first: { x.value = $0 }, second: { y.value = $0 },
+      late: { x.observe { _ in work(microseconds: 5) } },
+      read: { pair.value })
+    #expect(finished)
+    #expect(tornReads == 0)
     #expect(torn.load(ordering: .relaxed) == 0)
     #expect(last.load(ordering: .acquiring) == rounds)
     a.cancel()
@@ -240,35 +219,52 @@ import Testing
       last.store(value.1, ordering: .releasing)
     }
     let rounds = 1_000
-    let writing = Atomic<Bool>(true)
-    #expect(
-      onThreads(4) { index in
-        switch index {
-        case 0:
-          for round in 1...rounds {
-            transaction {
-              items.append(round)
-              work(microseconds: 5)  // widens the window in which only the array is written
-              count.value = round
-            }
-          }
-          writing.store(false, ordering: .relaxed)
-        case 1:
-          // The writer's changesets are delivered here, late, while it is in its next
-          // transaction.
-          while writing.load(ordering: .relaxed) {
-            let late = items.observe { _ in work(microseconds: 5) }
-            late.cancel()
-          }
-        default:
-          while writing.load(ordering: .relaxed) {
-            let read = pair.value
-            if read.0 != read.1 { torn.add(1, ordering: .relaxed) }
-          }
-        }
-      })
+    let (finished, tornReads) = whileTransactionsRun(
+      rounds: rounds, first: { items.append($0) }, second: { count.value = $0 },
+      late: { items.observe { _ in work(microseconds: 5) } },
+      read: { pair.value })
+    #expect(finished)
+    #expect(tornReads == 0)
     #expect(torn.load(ordering: .relaxed) == 0)
     #expect(last.load(ordering: .acquiring) == rounds)
     subscription.cancel()
   }
+}
+
+/// Runs `rounds` transactions on one thread, each `first(round)`, a pause that widens the
+/// window in which only the first write is made, then `second(round)`. Meanwhile one
+/// thread keeps making and cancelling `late` subscriptions (subscribing delivers the
+/// replay on that thread, so the writer's commits are delivered there, late, while the
+/// writer is in its next transaction), and two threads keep calling `read`, which
+/// returns a pair that is whole when its two sides are equal.
+///
+/// - Returns: Whether every thread finished, and how many reads found a pair that was
+///   not whole.
+private func whileTransactionsRun(
+  rounds: Int, first: @escaping @Sendable (Int) -> Void, second: @escaping @Sendable (Int) -> Void,
+  late: @escaping @Sendable () -> Subscription, read: @escaping @Sendable () -> (Int, Int)
+) -> (finished: Bool, tornReads: Int) {
+  let writing = Atomic<Bool>(true)
+  let torn = Atomic<Int>(0)
+  let finished = onThreads(4) { index in
+    switch index {
+    case 0:
+      for round in 1...rounds {
+        transaction {
+          first(round)
+          work(microseconds: 5)
+          second(round)
+        }
+      }
+      writing.store(false, ordering: .relaxed)
+    case 1:
+      while writing.load(ordering: .relaxed) { late().cancel() }
+    default:
+      while writing.load(ordering: .relaxed) {
+        let pair = read()
+        if pair.0 != pair.1 { torn.add(1, ordering: .relaxed) }
+      }
+    }
+  }
+  return (finished, torn.load(ordering: .relaxed))
 }
