@@ -78,7 +78,7 @@ final class ArrayRoot<Element: Sendable>: Root {
   }
 
   @usableFromInline func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {
     // Every commit after the subscription counts the store's version up by one and
     // reaches this subscription, in commit order.
@@ -87,7 +87,9 @@ final class ArrayRoot<Element: Sendable>: Root {
       let committed = version.add(1, ordering: .relaxed).newValue
       // A commit of a transaction is never a state of its own (Transaction.swift).
       let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
-      refresh(owner, Snapshot.Pin(root: self, version: committed, value: changeset.array, isPartial: isPartial))
+      Snapshot.ofCommit(of: self, version: committed, value: changeset.array, isPartial: isPartial) {
+        refresh(owner, $0)
+      }
     }
     hub.subscribe(entry) { state in version.store(state.stored.version, ordering: .relaxed) }
     return entry

@@ -51,6 +51,20 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       self.versions = versions
       self.value = value
     }
+
+    /// The value, if it was computed from `versions`.
+    @inlinable func value(at versions: Versions) -> Value? {
+      self.versions == versions ? value : nil
+    }
+
+    /// Takes `value` and its `versions` if they are a later state than the memo's;
+    /// `value` is left holding the value replaced (released by the caller after
+    /// unlocking).
+    @inlinable func update(_ versions: Versions, _ value: inout Value?) {
+      guard versions.isLater(than: self.versions) else { return }
+      self.versions.assign(versions)
+      swap(&self.value, &value!)
+    }
   }
 
   /// The derived value as last delivered, and the observers.
@@ -58,18 +72,20 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   /// A computed node's roots, each once; empty for a following node.
   @usableFromInline let roots: [any Root]
+  /// The identities of `roots`, in the same order.
+  @usableFromInline let identities: [ObjectIdentifier]
   /// The root, if there is exactly one: read without the array (and without retaining
   /// it: `roots` keeps it).
   @usableFromInline unowned(unsafe) let singleRoot: (any Root)?
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
-  /// A computed node's response to a commit of one of its roots: ``refresh(committed:inPass:)``.
-  @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
+  /// A computed node's response to a commit of one of its roots: ``refresh(commit:inPass:)``.
+  @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot) -> Void)?
   /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
   /// delivery of a root's commit).
   @usableFromInline let checkLinks: (@Sendable (DerivedProperty<Value>) -> Bool)?
-  /// ``refresh(committed:inPass:)`` of the latest state, made in code specialized for
+  /// ``refresh(commit:inPass:)`` of the latest state, made in code specialized for
   /// `Value`, for the callers that reach the node through a protocol (the end of a
   /// transaction, an arriving observer).
   @usableFromInline let refreshing: (@Sendable (DerivedProperty<Value>) -> Void)?
@@ -107,17 +123,22 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     // skipped; with several, from the latest state of all of them.
     let isSingle = roots.count == 1
     let identities = Self.identities(of: roots)
-    onCommit = { node, committed in
+    onCommit = { node, commit in
       let node = unsafeDowncast(node, to: DerivedProperty<Value>.self)
+      // The one root's own commit: computed from the commit itself (its memo, if the
+      // state was computed already; `refresh` delivers it only if it is later).
+      if (isSingle && !commit.commit.isPartial) || Self.plantedUsesDeliveredValue {
+        return node.refresh(commit: commit, inPass: true)
+      }
       // A commit that a state already delivered includes (a transaction's, refreshed
       // when it ended) needs no snapshot.
-      if !Self.plantedUsesDeliveredValue, let index = identities.firstIndex(of: committed.identity),
-        node.hub.storage.withLock({ _ in node.delivered.version(at: index) >= committed.version })
+      let (identity, version) = (commit.commit.identity, commit.commit.version)
+      if let index = identities.firstIndex(of: identity),
+        node.hub.storage.withLock({ _ in node.delivered.version(at: index) >= version })
       {
         return
       }
-      node.refresh(
-        committed: (isSingle && !committed.isPartial) || Self.plantedUsesDeliveredValue ? committed : nil, inPass: true)
+      node.refresh(inPass: true)
     }
     checkLinks = { node in node.keepsLinksNow() }
     refreshing = { node in node.refresh() }
@@ -128,6 +149,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     hub = Hub.make(initial)
     self.isDuplicate = isDuplicate
     self.roots = roots
+    self.identities = identities
     singleRoot = isSingle ? roots[0] : nil
     self.body = body
     compute = nil
@@ -159,6 +181,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     upstream = []
     height = 1
     roots = []
+    identities = []
     singleRoot = nil
     body = nil
     onCommit = nil
@@ -189,7 +212,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // If each root had the memo's version when read, the memo's state is current, and
       // consistent: it held when the memo was computed.
       let versions = Versions(of: roots, { $0.version })
-      if let value = memo.withLock({ $0?.versions == versions ? $0.unsafelyUnwrapped.value : nil }) { return value }
+      if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
     }
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
   }
@@ -199,8 +222,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
     guard let body else { return snapshot.read(hub) }
     if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return unbox(value) }
-    let versions = snapshot.versions(of: roots)
-    if let value = memo.withLock({ $0?.versions == versions ? $0.unsafelyUnwrapped.value : nil }) { return value }
+    let versions = snapshot.versions(of: roots, identities: identities)
+    if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
     if directLink != nil, let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil }) {
       // A direct map's latest commit, which did not update the memo.
       return stored
@@ -213,13 +236,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     guard snapshot.isConsistent else { return value }
     var kept: Value? = value
     memo.withLock { memo in
-      guard let current = memo else {
+      guard memo != nil else {
         memo = Memo(versions, kept.take().unsafelyUnwrapped)
         return
       }
-      guard versions.isLater(than: current.versions) else { return }
-      current.versions = versions
-      swap(&current.value, &kept!)
+      memo.unsafelyUnwrapped.update(versions, &kept)
     }
     _ = kept  // the value replaced, released after unlocking
     return value
@@ -229,27 +250,25 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// that state is later than the one delivered last. Runs in a root's delivery.
   ///
   /// - Parameters:
-  ///   - committed: The commit of the only root being delivered, to compute the state
+  ///   - commit: A snapshot of the commit of the only root being delivered
+  ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), to compute the state
   ///     it made; nil to compute the latest state.
   ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
   ///     the node is observed; false for an arriving observer's catch-up, which may be
   ///     made inside a handler.
-  @inlinable func refresh(committed: Snapshot.Pin? = nil, inPass: Bool = false) {
+  @inlinable func refresh(commit: Snapshot? = nil, inPass: Bool = false) {
     let value: Value
     let versions: Versions
-    if let committed {
+    if let snapshot = commit {
       // The state the commit made: with one root, consistent by construction.
-      let snapshot = Snapshot.make()
-      snapshot.pins.append(committed)
       value = evaluate(in: snapshot)
-      versions = snapshot.versions(of: roots)
-      snapshot.recycle()
+      versions = snapshot.versions(of: roots, identities: identities)
     } else {
       (value, versions) = Snapshot.consistent(of: roots) { evaluate(in: $0) }
     }
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
-    delivered = versions
+    delivered.assign(versions)
     commitState(token, value, inPass: inPass)
   }
 

@@ -35,9 +35,9 @@ protocol Root: AnyObject, Sendable {
   /// The version now.
   var version: UInt64 { get }
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
-  /// `refresh` receives the committed value and its version.
+  /// `refresh` receives a snapshot that pins only the commit (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
   func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore
 }
 
@@ -59,7 +59,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
   /// ``notify(_:_:)``, made the same way: its handler runs for every commit.
   @usableFromInline let notifying:
-    @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void) -> SubscriptionCore
+    @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
 
   @inlinable init(
     _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
@@ -82,14 +82,14 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline var version: UInt64 { versioning(hub) }
 
   @usableFromInline func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {
     notifying(self, node, refresh)
   }
 
   /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
   @inlinable func subscribe(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot.Pin) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {
     guard let committedValue else { fatalError("Evented: a root without a committed value was notified") }
     // Every commit after the subscription bumps the version by one and reaches this
@@ -101,8 +101,9 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       let committed = version.add(1, ordering: .relaxed).newValue
       // A commit of a transaction is never a state of its own (Transaction.swift).
       let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
-      refresh(
-        owner, Snapshot.Pin(root: self, version: committed, value: committedValue(message), isPartial: isPartial))
+      Snapshot.ofCommit(of: self, version: committed, value: committedValue(message), isPartial: isPartial) {
+        refresh(owner, $0)
+      }
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
     return entry
@@ -229,6 +230,27 @@ struct Versions: Sendable, Equatable {
     }
   }
 
+  /// The version of one root.
+  @inlinable init(single version: UInt64) {
+    first = version
+    second = 0
+    rest = []
+  }
+
+  /// Equal versions, root by root; the inline ones first, so that one or two roots
+  /// compare without touching the array.
+  @inlinable static func == (lhs: Versions, rhs: Versions) -> Bool {
+    lhs.first == rhs.first && lhs.second == rhs.second && (lhs.rest.isEmpty ? rhs.rest.isEmpty : lhs.rest == rhs.rest)
+  }
+
+  /// Takes `other`'s versions; the array only when either side has one, so that
+  /// updating the versions of one or two roots retains and releases nothing.
+  @inlinable mutating func assign(_ other: Versions) {
+    first = other.first
+    second = other.second
+    if !(rest.isEmpty && other.rest.isEmpty) { rest = other.rest }
+  }
+
   /// The version of the root at `index`.
   @inlinable func version(at index: Int) -> UInt64 {
     switch index {
@@ -254,7 +276,10 @@ struct Versions: Sendable, Equatable {
 @usableFromInline
 final class Snapshot {
   @usableFromInline struct Pin: Sendable {
-    @usableFromInline let root: any Root
+    /// Not retained, so that copying a pin retains nothing: the roots this snapshot
+    /// pins itself are kept by ``pinnedRoots``, and a commit's pin by the root that
+    /// delivers it, until the evaluation is over.
+    @usableFromInline unowned(unsafe) let root: any Root
     /// `root.identity`, kept so that finding a pin calls nothing.
     @usableFromInline let identity: ObjectIdentifier
     @usableFromInline let version: UInt64
@@ -272,6 +297,9 @@ final class Snapshot {
   }
 
   @usableFromInline @exclusivity(unchecked) var pins: [Pin] = []
+  /// The roots pinned by ``index(of:)``, kept alive until the snapshot is recycled
+  /// (a pin does not retain its root).
+  @usableFromInline @exclusivity(unchecked) var pinnedRoots: [any Root] = []
   /// The values of the computed nodes evaluated so far, by node; nil except while a
   /// deep chain is evaluated.
   @usableFromInline @exclusivity(unchecked) var computed: [ObjectIdentifier: any Sendable]?
@@ -314,6 +342,7 @@ final class Snapshot {
     let identity = root.identity
     for index in pins.indices where pins[index].identity == identity { return index }
     let (version, value) = root.pin()
+    pinnedRoots.append(root)
     pins.append(Pin(root: root, version: version, value: value))
     return pins.count - 1
   }
@@ -328,6 +357,17 @@ final class Snapshot {
   /// The versions of `roots` in this snapshot, pinning those not read yet.
   @usableFromInline func versions(of roots: [any Root]) -> Versions {
     Versions(of: roots) { pins[index(of: $0)].version }
+  }
+
+  /// The versions of `roots`, whose identities are `identities`, in this snapshot,
+  /// pinning those not read yet. Found by identity, so that a root already pinned is
+  /// found without a call through `Root` (and one root pinned alone, the snapshot of a
+  /// commit, without a loop).
+  @inlinable func versions(of roots: [any Root], identities: [ObjectIdentifier]) -> Versions {
+    if identities.count == 1, pins.count == 1, pins[0].identity == identities[0] {
+      return Versions(single: pins[0].version)
+    }
+    return versions(of: roots)
   }
 
   /// Whether every pinned value held at one instant: no root moved since it was pinned.
@@ -359,6 +399,23 @@ final class Snapshot {
     }
   }
 
+  /// Runs `body` with a snapshot whose one pin is a commit of `root`: its `version`
+  /// and committed `value`. The pin is made in place, so that the value is not copied
+  /// on its way; the snapshot is recycled when `body` returns.
+  @inlinable static func ofCommit(
+    of root: any Root, version: UInt64, value: consuming any Sendable, isPartial: Bool, _ body: (Snapshot) -> Void
+  ) {
+    let snapshot = make()
+    snapshot.pins.append(Pin(root: root, version: version, value: value, isPartial: isPartial))
+    body(snapshot)
+    snapshot.recycle()
+  }
+
+  /// The commit of a snapshot made by ``ofCommit(of:version:value:isPartial:_:)``.
+  @inlinable var commit: Pin {
+    _read { yield pins[0] }
+  }
+
   /// A snapshot with no pins: the calling thread's spare one if it has one (its pins
   /// keep their capacity), so that an evaluation allocates nothing; else a new one.
   /// An evaluation inside an evaluation (a transform that reads a derived `value`)
@@ -373,7 +430,10 @@ final class Snapshot {
   /// Empties this snapshot and keeps it as the calling thread's spare, unless the
   /// thread has one. The snapshot must not be used afterwards.
   @inlinable func recycle() {
-    pins.removeAll(keepingCapacity: true)
+    // One by one: `removeAll(keepingCapacity:)` goes through the general
+    // `replaceSubrange`, several times dearer for the one or two pins usually here.
+    while !pins.isEmpty { pins.removeLast() }
+    while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
     computed = nil
     let thread = DeliveringThread.current
     if thread.pointee.spareSnapshot == nil { thread.pointee.spareSnapshot = self }
