@@ -96,8 +96,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     // subscription, in commit order: counting them gives each one's version.
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let entry = RootEntry<Message>(node: node) { [self] owner, message in
-      withExtendedLifetime(lazyToken) {}
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, message in
       let committed = version.add(1, ordering: .relaxed).newValue
       // A commit of a transaction is never a state of its own (Transaction.swift).
       let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
@@ -121,8 +120,7 @@ extension HubRoot where Message == Update<Stored> {
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
     let hub = self.hub
-    let entry = RootEntry<Message>(node: node) { owner, update in
-      withExtendedLifetime(lazyToken) {}
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { owner, update in
       let committed = version.add(1, ordering: .relaxed).newValue
       let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
       if transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed) { return node.refresh() }
@@ -139,16 +137,21 @@ extension HubRoot where Message == Update<Stored> {
 @usableFromInline
 final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
   // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
-  // SubscriptionCore); `node` is written once, before the subscription is published;
-  // `isDropped` and `deliveries` are atomic.
+  // SubscriptionCore), and `kept` with it; `node` is written once, before the
+  // subscription is published; `isDropped` and `deliveries` are atomic.
   @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
 
   @usableFromInline @exclusivity(unchecked) var handler: Handler?
   /// Written once before the subscription is published.
   @usableFromInline @exclusivity(unchecked) weak var node: (any ObservedNode)?
 
-  @usableFromInline init(node: any ObservedNode, handler: @escaping Handler) {
+  /// What the subscription keeps alive until it ends (a lazy source's observer token);
+  /// released with the handler.
+  @usableFromInline @exclusivity(unchecked) var kept: LazyObserverToken?
+
+  @usableFromInline init(node: any ObservedNode, keeping kept: LazyObserverToken? = nil, handler: @escaping Handler) {
     self.handler = handler
+    self.kept = kept
     super.init(isOnce: false, target: nil)
     self.node = node
   }
@@ -192,6 +195,7 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
   /// now: they hold the node, which would otherwise live until its next delivery.
   @usableFromInline override func releaseHandler() {
     handler = nil
+    kept = nil
     node?.sweepObservers()
   }
 }
