@@ -80,12 +80,12 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
-  /// A computed node's response to a commit of one of its roots: ``refresh(commit:inPass:)``.
+  /// A computed node's response to a commit of one of its roots: ``refresh(commit:reusing:inPass:)``.
   @usableFromInline let onCommit: (@Sendable (AnyObject, Snapshot) -> Void)?
   /// ``keepsLinks()``, made in code specialized for `Value` (it runs before every
   /// delivery of a root's commit).
   @usableFromInline let checkLinks: (@Sendable (DerivedProperty<Value>) -> Bool)?
-  /// ``refresh(commit:inPass:)`` of the latest state, made in code specialized for
+  /// ``refresh(commit:reusing:inPass:)`` of the latest state, made in code specialized for
   /// `Value`, for the callers that reach the node through a protocol (the end of a
   /// transaction, an arriving observer).
   @usableFromInline let refreshing: (@Sendable (DerivedProperty<Value>) -> Void)?
@@ -138,7 +138,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       {
         return
       }
-      node.refresh(inPass: true)
+      // The latest state of all the roots, evaluated in the commit's snapshot (the
+      // thread's spare is taken by it).
+      node.refresh(reusing: commit, inPass: true)
     }
     checkLinks = { node in node.keepsLinksNow() }
     refreshing = { node in node.refresh() }
@@ -253,10 +255,12 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   ///   - commit: A snapshot of the commit of the only root being delivered
   ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), to compute the state
   ///     it made; nil to compute the latest state.
+  ///   - reused: Without `commit`: a snapshot to compute the latest state in (see
+  ///     ``Snapshot/consistent(of:reusing:_:)``).
   ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
   ///     the node is observed; false for an arriving observer's catch-up, which may be
   ///     made inside a handler.
-  @inlinable func refresh(commit: Snapshot? = nil, inPass: Bool = false) {
+  @inlinable func refresh(commit: Snapshot? = nil, reusing reused: Snapshot? = nil, inPass: Bool = false) {
     let value: Value
     let versions: Versions
     if let snapshot = commit {
@@ -264,7 +268,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       value = evaluate(in: snapshot)
       versions = snapshot.versions(of: roots, identities: identities)
     } else {
-      (value, versions) = Snapshot.consistent(of: roots) { evaluate(in: $0) }
+      (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }
     }
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }

@@ -384,20 +384,23 @@ final class Snapshot {
   /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
   /// between two pins. `evaluate` must pin every root of `roots` first.
   ///
+  /// - Parameter reused: A snapshot to empty and evaluate in (a commit's, whose
+  ///   pin is not needed), left empty for its owner to recycle; nil to take the
+  ///   thread's spare.
   /// - Returns: What `evaluate` returned, and the versions of `roots` it saw.
   @inlinable static func consistent<Result>(
-    of roots: [any Root], _ evaluate: (Snapshot) -> Result
+    of roots: [any Root], reusing reused: Snapshot? = nil, _ evaluate: (Snapshot) -> Result
   ) -> (Result, Versions) {
+    let snapshot = reused ?? Snapshot.make()
     var attempts = 0
     while true {
-      let snapshot = Snapshot.make()
+      snapshot.empty()
       let result = evaluate(snapshot)
       if snapshot.isConsistent {
         let versions = snapshot.versions(of: roots)
-        snapshot.recycle()
+        if reused == nil { snapshot.recycle() } else { snapshot.empty() }
         return (result, versions)
       }
-      snapshot.recycle()
       attempts += 1
       if attempts > 16 { sched_yield() }
     }
@@ -431,14 +434,19 @@ final class Snapshot {
     return spare
   }
 
-  /// Empties this snapshot and keeps it as the calling thread's spare, unless the
-  /// thread has one. The snapshot must not be used afterwards.
-  @inlinable func recycle() {
+  /// Removes every pin and computed value, keeping the arrays' capacity.
+  @inlinable func empty() {
     // One by one: `removeAll(keepingCapacity:)` goes through the general
     // `replaceSubrange`, several times dearer for the one or two pins usually here.
     while !pins.isEmpty { pins.removeLast() }
     while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
-    computed = nil
+    if computed != nil { computed = nil }
+  }
+
+  /// Empties this snapshot and keeps it as the calling thread's spare, unless the
+  /// thread has one. The snapshot must not be used afterwards.
+  @inlinable func recycle() {
+    empty()
     let thread = DeliveringThread.current
     if thread.pointee.spareSnapshot == nil { thread.pointee.spareSnapshot = self }
   }
