@@ -267,6 +267,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // The state the commit made: with one root, consistent by construction.
       value = evaluate(in: snapshot)
       versions = snapshot.versions(of: roots, identities: identities)
+      // Returned to the thread now, not when the root's handler returns: so that the
+      // node's observers, delivered below, find it spare when they read derived values.
+      snapshot.recycle()
     } else {
       (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }
     }

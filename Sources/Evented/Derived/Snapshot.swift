@@ -408,7 +408,8 @@ final class Snapshot {
 
   /// Runs `body` with a snapshot whose one pin is a commit of `root`: its `version`
   /// and committed `value`. The pin is made in place, so that the value is not copied
-  /// on its way; the snapshot is recycled when `body` returns.
+  /// on its way; the snapshot is recycled when `body` returns, unless `body` recycled
+  /// it already (then it must not use it afterwards).
   @inlinable static func ofCommit(
     of root: any Root, version: UInt64, value: consuming any Sendable, isPartial: Bool, _ body: (Snapshot) -> Void
   ) {
