@@ -136,7 +136,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       if let index = identities.firstIndex(of: identity),
         node.hub.storage.withLock({ _ in node.delivered.version(at: index) >= version })
       {
-        return
+        return commit.recycle()
       }
       // The latest state of all the roots, evaluated in the commit's snapshot (the
       // thread's spare is taken by it).
@@ -254,7 +254,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// - Parameters:
   ///   - commit: A snapshot of the commit of the only root being delivered
   ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), to compute the state
-  ///     it made; nil to compute the latest state.
+  ///     it made, recycled here; nil to compute the latest state.
   ///   - reused: Without `commit`: a snapshot to compute the latest state in (see
   ///     ``Snapshot/consistent(of:reusing:_:)``).
   ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
@@ -267,8 +267,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // The state the commit made: with one root, consistent by construction.
       value = evaluate(in: snapshot)
       versions = snapshot.versions(of: roots, identities: identities)
-      // Returned to the thread now, not when the root's handler returns: so that the
-      // node's observers, delivered below, find it spare when they read derived values.
+      // Returned to the thread before the node's observers, delivered below, run: so
+      // that they find it spare when they read derived values.
       snapshot.recycle()
     } else {
       (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }

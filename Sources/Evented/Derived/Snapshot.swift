@@ -35,7 +35,8 @@ protocol Root: AnyObject, Sendable {
   /// The version now.
   var version: UInt64 { get }
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
-  /// `refresh` receives a snapshot that pins only the commit (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
+  /// `refresh` receives a snapshot that pins only the commit, and recycles it
+  /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
   func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore
@@ -385,7 +386,7 @@ final class Snapshot {
   /// between two pins. `evaluate` must pin every root of `roots` first.
   ///
   /// - Parameter reused: A snapshot to empty and evaluate in (a commit's, whose
-  ///   pin is not needed), left empty for its owner to recycle; nil to take the
+  ///   pin is not needed), recycled afterwards like one taken here; nil to take the
   ///   thread's spare.
   /// - Returns: What `evaluate` returned, and the versions of `roots` it saw.
   @inlinable static func consistent<Result>(
@@ -398,7 +399,7 @@ final class Snapshot {
       let result = evaluate(snapshot)
       if snapshot.isConsistent {
         let versions = snapshot.versions(of: roots)
-        if reused == nil { snapshot.recycle() } else { snapshot.empty() }
+        snapshot.recycle()
         return (result, versions)
       }
       attempts += 1
@@ -408,15 +409,13 @@ final class Snapshot {
 
   /// Runs `body` with a snapshot whose one pin is a commit of `root`: its `version`
   /// and committed `value`. The pin is made in place, so that the value is not copied
-  /// on its way; the snapshot is recycled when `body` returns, unless `body` recycled
-  /// it already (then it must not use it afterwards).
+  /// on its way. `body` takes the snapshot over: it recycles it once done with it.
   @inlinable static func ofCommit(
     of root: any Root, version: UInt64, value: consuming any Sendable, isPartial: Bool, _ body: (Snapshot) -> Void
   ) {
     let snapshot = make()
     snapshot.pins.append(Pin(root: root, version: version, value: value, isPartial: isPartial))
     body(snapshot)
-    snapshot.recycle()
   }
 
   /// The commit of a snapshot made by ``ofCommit(of:version:value:isPartial:_:)``.
