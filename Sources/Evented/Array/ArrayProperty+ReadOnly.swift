@@ -77,6 +77,9 @@ final class ArrayRoot<Element: Sendable>: Root {
     hub.storage.withLock { $0.visibleVersion(current: $0.stored.version) }
   }
 
+  /// None: an array's version is its store's, written under the lock only.
+  @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { nil }
+
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {

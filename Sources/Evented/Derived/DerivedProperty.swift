@@ -77,6 +77,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// The root, if there is exactly one: read without the array (and without retaining
   /// it: `roots` keeps it).
   @usableFromInline unowned(unsafe) let singleRoot: (any Root)?
+  /// The one root's version word, if it has one (``Root/versionWord``): ``value`` loads
+  /// it without locking or retaining the root.
+  @usableFromInline let singleVersionWord: UnsafePointer<Atomic<UInt64>>?
   /// A computed node's value in a snapshot of its roots; keeps its sources alive.
   /// Set to nil only by the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
@@ -153,6 +156,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     self.roots = roots
     self.identities = identities
     singleRoot = isSingle ? roots[0] : nil
+    singleVersionWord = isSingle ? roots[0].versionWord : nil
     self.body = body
     compute = nil
     delivered = versions
@@ -185,6 +189,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     roots = []
     identities = []
     singleRoot = nil
+    singleVersionWord = nil
     body = nil
     onCommit = nil
     checkLinks = nil
@@ -199,11 +204,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// from a consistent snapshot; for a following node, from its sources.
   @inlinable var value: Value {
     guard body != nil else { return compute.unsafelyUnwrapped() }
-    if let root = singleRoot {
+    if roots.count == 1 {
       // Without an array of versions: the one root's version against the memo's, then
       // against the state last delivered. The memo's value is copied under its lock
       // (the box is not retained).
-      let version = root.version
+      let version = singleVersion
       if let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil }) {
         return value
       }
@@ -217,6 +222,18 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
     }
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
+  }
+
+  /// The one root's version now: loaded without the lock while no transaction has ever
+  /// begun. It is loaded before the flag is read, so a version written inside a
+  /// transaction (which must not be seen by other threads, Transaction.swift) is seen
+  /// together with the flag, and read again under the root's lock.
+  @inlinable var singleVersion: UInt64 {
+    if let word = singleVersionWord {
+      let version = word.pointee.load(ordering: .acquiring)
+      if !transactionsBegun.load(ordering: .relaxed) { return version }
+    }
+    return singleRoot.unsafelyUnwrapped.version
   }
 
   /// A computed node's value in `snapshot`: the memo if its versions are the
@@ -326,7 +343,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     core.pointee.queue.pending[index] = Parcel(
       message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
-    state.pointee.version &+= 1
+    state.pointee.countCommit()
     let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
     token.unlock()
     withExtendedLifetime((old, last)) {}  // released after unlocking

@@ -34,6 +34,9 @@ protocol Root: AnyObject, Sendable {
   func pin() -> (version: UInt64, value: any Sendable)
   /// The version now.
   var version: UInt64 { get }
+  /// Where the version can be loaded without the lock, if anywhere
+  /// (``Hub/versionWord``); valid while the root lives.
+  var versionWord: UnsafePointer<Atomic<UInt64>>? { get }
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
   /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
@@ -81,6 +84,8 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline func pin() -> (version: UInt64, value: any Sendable) { pinning(hub) }
 
   @usableFromInline var version: UInt64 { versioning(hub) }
+
+  @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { hub.versionWord }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void

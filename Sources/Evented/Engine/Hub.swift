@@ -17,6 +17,8 @@
 // handlers on this one, are queued with the snapshot of their commit time. This gives
 // every subscription its deliveries one at a time, in commit order, without nesting.
 
+import Synchronization
+
 /// The backlog limit of a source created without one.
 @usableFromInline let defaultBacklogLimit = 1_024
 
@@ -282,6 +284,16 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     storage.withLock { body($0.stored) }
   }
 
+  /// The address of the state's `version`, to load atomically without the lock: valid
+  /// while the storage lives. The version loaded is the latest committed, which a thread
+  /// in a transaction of another thread must not see (`Transaction.swift`): a reader
+  /// that finds `transactionsBegun` set after loading falls back to the lock.
+  @inlinable var versionWord: UnsafePointer<Atomic<UInt64>> {
+    storage.withUnsafeMutablePointerToHeader { state in
+      withUnsafeMutablePointer(to: &state.pointee.version) { HubState<Message, Stored>.atomic($0) }
+    }
+  }
+
   /// Runs `body` on the stored value under the lock; commits the message it returns,
   /// if any, to every current subscription, and delivers it.
   ///
@@ -299,7 +311,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       throw error
     }
-    if outcome.1 != nil { token.state.pointee.version &+= 1 }
+    if outcome.1 != nil { token.state.pointee.countCommit() }
     guard outcome.1 != nil, let recipients = token.state.pointee.recipientsOfCommit() else {
       token.unlock()
       return outcome.0

@@ -7,13 +7,16 @@
 // (or at once, for a source made with a backlog limit of its own): an idle source holds
 // only its value and a nil pointer. The core is freed with the source.
 
+import Synchronization
+
 /// The state of one source, guarded by its hub's lock.
 @usableFromInline
 struct HubState<Message: Sendable, Stored> {
   /// The source's value (`Void` for an event source).
   @usableFromInline var stored: Stored
   /// The number of changes committed to `stored`: what a derived value compares to
-  /// know whether its inputs moved (Snapshot.swift).
+  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or without it
+  /// through ``Hub/versionWord``; so written only by ``countCommit()``, atomically.
   @usableFromInline var version: UInt64 = 0
   /// The subscribers and the delivery queue; nil until the first subscribe.
   @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
@@ -21,6 +24,19 @@ struct HubState<Message: Sendable, Stored> {
   @usableFromInline init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
     core = backlogLimit == defaultBacklogLimit ? nil : HubCore.make(backlogLimit: backlogLimit)
+  }
+
+  /// Counts one more change committed to `stored`, with a releasing atomic store: a
+  /// thread that loads the new version without the lock sees everything written before.
+  @inlinable @inline(__always) mutating func countCommit() {
+    let next = version &+ 1
+    withUnsafeMutablePointer(to: &version) { Self.atomic($0).pointee.store(next, ordering: .releasing) }
+  }
+
+  /// The version field as the atomic it is read and written as outside initialization.
+  @inlinable @inline(__always)
+  static func atomic(_ field: UnsafeMutablePointer<UInt64>) -> UnsafePointer<Atomic<UInt64>> {
+    UnsafeRawPointer(field).assumingMemoryBound(to: Atomic<UInt64>.self)
   }
 
   /// The core, made now if there is none yet.

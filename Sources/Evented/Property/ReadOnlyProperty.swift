@@ -76,9 +76,12 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   /// run on every read, on the reading thread.
   @inlinable
   public var value: Value {
-    if let derived {
-      derived.observation.access { site in observeChanges { _ in site.changed() } }
-      return derived.value
+    if derived != nil {
+      // Borrowed from `self`, not retained.
+      return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { derived in
+        derived.observation.access { site in observeChanges { _ in site.changed() } }
+        return derived.value
+      }
     }
     viewed?.observation.access()
     return hub.read { copy $0 }
