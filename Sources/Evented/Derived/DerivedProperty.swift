@@ -24,8 +24,8 @@
 // committed values (or its memo, when they have not moved), so a thread reads its own
 // writes through any chain without waiting.
 //
-// How a node links to its sources, and how it follows a `flatMapLatest` target:
-// DerivedProperty+Links.swift.
+// How a computed node commits: DerivedProperty+Commit.swift. How a node links to its
+// sources, and how it follows a `flatMapLatest` target: DerivedProperty+Links.swift.
 
 import Synchronization
 
@@ -263,110 +263,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     _ = kept  // the value replaced, released after unlocking
     return value
-  }
-
-  /// Computes the value from a consistent snapshot of the roots and commits it, if
-  /// that state is later than the one delivered last. Runs in a root's delivery.
-  ///
-  /// - Parameters:
-  ///   - commit: A snapshot of the commit of the only root being delivered
-  ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), to compute the state
-  ///     it made, recycled here; nil to compute the latest state.
-  ///   - reused: Without `commit`: a snapshot to compute the latest state in (see
-  ///     ``Snapshot/consistent(of:reusing:_:)``).
-  ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
-  ///     the node is observed; false for an arriving observer's catch-up, which may be
-  ///     made inside a handler.
-  @inlinable func refresh(commit: Snapshot? = nil, reusing reused: Snapshot? = nil, inPass: Bool = false) {
-    let value: Value
-    let versions: Versions
-    if let snapshot = commit {
-      // The state the commit made: with one root, consistent by construction.
-      value = evaluate(in: snapshot)
-      versions = snapshot.versions(of: roots, identities: identities)
-      // Returned to the thread before the node's observers, delivered below, run: so
-      // that they find it spare when they read derived values.
-      snapshot.recycle()
-    } else {
-      (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }
-    }
-    let token = hub.lockForCommit()
-    guard versions.isLater(than: delivered) else { return token.unlock() }
-    delivered.assign(versions)
-    commitState(token, value, inPass: inPass)
-  }
-
-  /// Commits `value`, computed directly from the commit with `version` of the one root,
-  /// if no later state was delivered. Runs in the root's delivery.
-  @inlinable func commitDirect(_ value: Value, version: UInt64) {
-    let token = hub.lockForCommit()
-    guard version > delivered.first else { return token.unlock() }
-    delivered.first = version
-    commitState(token, value, inPass: true)
-  }
-
-  /// Commits `value` as the node's new state; takes over the caller's lock of the hub.
-  ///
-  /// Bounded: if another thread is delivering the node's earlier states and the newest
-  /// one it has not started is an update for every observer, that update is replaced by
-  /// one to `value` (from the same old value) instead of queuing another. So a node
-  /// holds at most one undelivered state beyond what its deliverer has started, however
-  /// fast its roots change and however slow its observers are, and its observers skip
-  /// to the newest state, never back. A thread with nobody else delivering commits and
-  /// delivers every state.
-  @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
-    if let core = token.state.pointee.core, core.pointee.queue.backlog > 0 {
-      coalesce(token, value)
-    } else if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) {
-      hub.scanForDeadOwners()
-    }
-  }
-
-  /// ``commitState(_:_:inPass:)`` while earlier states wait for another thread: replaces the
-  /// newest waiting update for every observer, if that is what waits last. Out of line,
-  /// so that the common path's frame has no room for its temporaries.
-  @inlinable @inline(never)
-  func coalesce(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value) {
-    let state = token.state
-    let core = state.pointee.core.unsafelyUnwrapped
-    let index = core.pointee.queue.pending.count - 1
-    // Not when `value` equals the stored value (nothing to commit) or the waiting
-    // update's old value (the merged update would change nothing: an equal value must
-    // not be delivered twice in a row), nor when a subscription was added since that
-    // update was committed (its old value is older than the subscription).
-    guard let last = core.pointee.queue.pending[index], case .all(let waiting) = last.recipients,
-      !(isDuplicate.map { $0(state.pointee.stored, value) || $0(last.message.old, value) } ?? false),
-      let recipients = state.pointee.recipientsOfCommit(), Self.adds(nothing: recipients, to: waiting)
-    else {
-      if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-      return
-    }
-    core.pointee.queue.pending[index] = Parcel(
-      message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
-    state.pointee.countCommit()
-    let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
-    token.unlock()
-    withExtendedLifetime((old, last)) {}  // released after unlocking
-  }
-
-  /// Whether every subscription of `recipients` is one of `waiting` too: the same
-  /// snapshot (no subscription change since), or one with only removals. Snapshots list
-  /// subscriptions in the order they were added, so one pass over both decides.
-  @inlinable static func adds(
-    nothing recipients: Recipients<Update<Value>>, to waiting: ContiguousArray<Entry<Update<Value>>>
-  ) -> Bool {
-    guard case .all(let current) = recipients else { return false }
-    let same = current.withUnsafeBufferPointer { now in
-      waiting.withUnsafeBufferPointer { then in now.baseAddress == then.baseAddress && now.count == then.count }
-    }
-    if same { return true }
-    var next = waiting.startIndex
-    for entry in current {
-      while next < waiting.endIndex, waiting[next] !== entry { next += 1 }
-      if next == waiting.endIndex { return false }
-      next += 1
-    }
-    return true
   }
 
   deinit {

@@ -14,11 +14,14 @@
 //   wrote, from the now whole state; the deliveries of its commits that reach those
 //   values afterwards (or reached them before, on another thread) find no later state
 //   and deliver nothing. A commit made inside a transaction is never computed as the
-//   state it made alone (the one-root shortcut of DerivedProperty.swift): the record
-//   keeps the range of versions a transaction made.
+//   state it made alone (the one-root shortcuts of Root.swift): the record keeps the
+//   range of versions a transaction made.
 // - A write made by a thread outside the transaction to a property the transaction
 //   wrote ends the hiding for that property at once, so that the writing thread reads
 //   its own write through every derived value.
+// - Until the first transaction begins (`transactionsBegun`), nothing is hidden: a
+//   derived value with one root loads its version without the lock
+//   (`DerivedProperty.singleVersion`); afterwards it reads it under the root's lock.
 
 import Synchronization
 

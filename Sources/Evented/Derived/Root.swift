@@ -1,0 +1,195 @@
+// Glitch freedom, the roots' side: the sources that derived values read (a property's
+// hub, an array's, or a `flatMapLatest` node's), how their version and committed value
+// are read together, and the subscription through which each commit reaches a derived
+// node (Snapshot.swift says how an evaluation reads them).
+
+import Synchronization
+
+/// A source whose committed value derived values read: a property's hub, an array's, or
+/// the hub of a derived value that follows others (`flatMapLatest`).
+@usableFromInline
+protocol Root: AnyObject, Sendable {
+  /// The source's hub storage: two roots are the same root when this is the same.
+  var identity: ObjectIdentifier { get }
+  /// The version and the value now, read together under the source's lock.
+  func pin() -> (version: UInt64, value: any Sendable)
+  /// The version now.
+  var version: UInt64 { get }
+  /// Where the version can be loaded without the lock, if anywhere
+  /// (``Hub/versionWord``); valid while the root lives.
+  var versionWord: UnsafePointer<Atomic<UInt64>>? { get }
+  /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
+  /// `refresh` receives a snapshot that pins only the commit, and recycles it
+  /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
+  func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+  ) -> SubscriptionCore
+}
+
+/// The root of a hub whose stored value is a property's value or an array.
+@usableFromInline
+final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
+  @usableFromInline let hub: Hub<Message, Stored>
+  /// The value a message commits, boxed (nil for a root that is only read, never
+  /// notified). Boxed by the closure, so that a large value is not copied on the way.
+  @usableFromInline let committedValue: (@Sendable (Message) -> any Sendable)?
+
+  /// The hooks of a lazy property: a derived value following it counts as its observer.
+  @usableFromInline let lazy: LazyHooks?
+
+  /// ``pin()`` and ``version``, as closures that capture nothing, made by the inlinable
+  /// initializer: so they run code specialized for the hub's types, not the generic
+  /// code that a call through the `Root` protocol would reach.
+  @usableFromInline let pinning: @Sendable (Hub<Message, Stored>) -> (version: UInt64, value: any Sendable)
+  @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
+  /// ``notify(_:_:)``, made the same way: its handler runs for every commit.
+  @usableFromInline let notifying:
+    @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
+
+  @inlinable init(
+    _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
+  ) {
+    self.hub = hub
+    self.committedValue = committedValue
+    self.lazy = lazy
+    pinning = { hub in
+      let me = currentThreadID()
+      return hub.storage.withLock { $0.visible(to: me) }
+    }
+    versioning = { hub in hub.storage.withLock { $0.visibleVersion(current: $0.version) } }
+    notifying = { root, node, refresh in root.subscribe(node, refresh) }
+  }
+
+  @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
+
+  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) { pinning(hub) }
+
+  @usableFromInline var version: UInt64 { versioning(hub) }
+
+  @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { hub.versionWord }
+
+  @usableFromInline func notify(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+  ) -> SubscriptionCore {
+    notifying(self, node, refresh)
+  }
+
+  /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
+  @inlinable func subscribe(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+  ) -> SubscriptionCore {
+    guard let committedValue else { fatalError("Evented: a root without a committed value was notified") }
+    // Every commit after the subscription bumps the version by one and reaches this
+    // subscription, in commit order: counting them gives each one's version.
+    let version = Atomic<UInt64>(0)
+    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, message in
+      let committed = version.add(1, ordering: .relaxed).newValue
+      // A commit of a transaction is never a state of its own (Transaction.swift).
+      let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
+      Snapshot.ofCommit(of: self, version: committed, value: committedValue(message), isPartial: isPartial) {
+        refresh(owner, $0)
+      }
+    }
+    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
+    return entry
+  }
+}
+
+extension HubRoot where Message == Update<Stored> {
+  /// Subscribes `node`, a map of this property by `transform`, to every commit: each
+  /// commit's value is computed from the commit itself and committed to the node
+  /// (``DerivedProperty/commitDirect(_:version:)``), unless it was made inside a
+  /// transaction, which the node computes whole.
+  @inlinable func notifyDirectly<Value>(
+    _ node: DerivedProperty<Value>, _ transform: @escaping @Sendable (Stored) -> Value
+  ) -> SubscriptionCore {
+    let version = Atomic<UInt64>(0)
+    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
+    let hub = self.hub
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { owner, update in
+      let committed = version.add(1, ordering: .relaxed).newValue
+      let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
+      if transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed) { return node.refresh() }
+      node.commitDirect(transform(update.new), version: committed)
+    }
+    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
+    return entry
+  }
+}
+
+/// A derived value's subscription to one of its roots. It counts as alive only while
+/// the derived value has observers, so that the root's `observerCount` and sweeps see
+/// through an unobserved derived value (which then subscribes again when observed).
+@usableFromInline
+final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore), and `kept` with it; `node` is written once, before the
+  // subscription is published; `isDropped` and `deliveries` are atomic.
+  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
+
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) weak var node: (any ObservedNode)?
+
+  /// What the subscription keeps alive until it ends (a lazy source's observer token);
+  /// released with the handler.
+  @usableFromInline @exclusivity(unchecked) var kept: LazyObserverToken?
+
+  @usableFromInline init(node: any ObservedNode, keeping kept: LazyObserverToken? = nil, handler: @escaping Handler) {
+    self.handler = handler
+    self.kept = kept
+    super.init(isOnce: false, target: nil)
+    self.node = node
+  }
+
+  /// Set once the node was found unobserved: the subscription is over for good.
+  @usableFromInline let isDropped = Atomic<Bool>(false)
+
+  /// Deliveries since the node's observers were last checked.
+  @usableFromInline let deliveries = Atomic<UInt8>(0)
+
+  /// For a delivery: the node, checking that it is still observed once every 32
+  /// deliveries (a full check takes the node's locks). Sweeps and counts check every
+  /// time (`sweptOwner`), so an unobserved node is dropped by them at once, and by its
+  /// deliveries within 32 commits.
+  @usableFromInline override var liveOwner: AnyObject? {
+    guard !isDropped.load(ordering: .acquiring), let node else { return nil }
+    if deliveries.wrappingAdd(1, ordering: .relaxed).oldValue & 31 != 0 { return node }
+    return observed(node)
+  }
+
+  @usableFromInline override var sweptOwner: AnyObject? {
+    guard !isDropped.load(ordering: .acquiring), let node else { return nil }
+    return observed(node)
+  }
+
+  /// `node` if it still has observers; else nil, and the subscription is over for good.
+  @usableFromInline func observed(_ node: any ObservedNode) -> AnyObject? {
+    guard node.keepsLinks() else {
+      isDropped.store(true, ordering: .releasing)
+      return nil
+    }
+    return node
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
+    if let handler { handler(owner, message) }
+  }
+
+  /// Released when the subscription ends, outside every lock. If it ended because the
+  /// node has no observer left, the node's observers whose owners died are swept out
+  /// now: they hold the node, which would otherwise live until its next delivery.
+  @usableFromInline override func releaseHandler() {
+    handler = nil
+    kept = nil
+    node?.sweepObservers()
+  }
+}
+
+extension HubRoot where Message == Update<Stored> {
+  /// The root of a property's hub.
+  @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
+    self.init(hub, committedValue: { $0.new }, lazy: lazy)
+  }
+}
