@@ -83,7 +83,7 @@ extension DerivedProperty {
     }
     core.pointee.queue.pending[index] = Parcel(
       message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
-    state.pointee.countCommit()
+    HubState.countCommit(state)
     let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
     token.unlock()
     withExtendedLifetime((old, last)) {}  // released after unlocking

@@ -26,7 +26,7 @@ extension Hub {
       return false
     }
     if transactionsBegun.load(ordering: .relaxed) { token.state.pointee.noteCommit(to: self) }
-    token.state.pointee.countCommit()
+    HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
       let old = Self.replace(&token.state.pointee.stored, with: next)
       token.unlock()

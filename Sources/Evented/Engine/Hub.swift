@@ -36,6 +36,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// Makes a hub holding `stored`.
   @usableFromInline static func make(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) -> Hub {
     if backlogLimit < 1 { fatalError("Evented: a backlog limit must be at least 1 (got \(backlogLimit))") }
+    assert(MemoryLayout<HubState<Message, Stored>>.offset(of: \.version) == 0, "HubState.versionWord(of:)")
     return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
   }
 
@@ -289,9 +290,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// in a transaction of another thread must not see (`Transaction.swift`): a reader
   /// that finds `transactionsBegun` set after loading falls back to the lock.
   @inlinable var versionWord: UnsafePointer<Atomic<UInt64>> {
-    storage.withUnsafeMutablePointerToHeader { state in
-      withUnsafeMutablePointer(to: &state.pointee.version) { HubState<Message, Stored>.atomic($0) }
-    }
+    storage.withUnsafeMutablePointerToHeader { HubState.versionWord(of: $0) }
   }
 
   /// Runs `body` on the stored value under the lock; commits the message it returns,
@@ -311,7 +310,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       throw error
     }
-    if outcome.1 != nil { token.state.pointee.countCommit() }
+    if outcome.1 != nil { HubState.countCommit(token.state) }
     guard outcome.1 != nil, let recipients = token.state.pointee.recipientsOfCommit() else {
       token.unlock()
       return outcome.0

@@ -12,12 +12,14 @@ import Synchronization
 /// The state of one source, guarded by its hub's lock.
 @usableFromInline
 struct HubState<Message: Sendable, Stored> {
+  /// The number of changes committed to `stored`: what a derived value compares to
+  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or loaded
+  /// without it through ``Hub/versionWord``; so written only by ``countCommit(_:)``, as
+  /// an atomic. The first field, so that its address is the state's (no `inout` access
+  /// is made to reach it, which Thread Sanitizer would count as a plain write).
+  @usableFromInline var version: UInt64 = 0
   /// The source's value (`Void` for an event source).
   @usableFromInline var stored: Stored
-  /// The number of changes committed to `stored`: what a derived value compares to
-  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or without it
-  /// through ``Hub/versionWord``; so written only by ``countCommit()``, atomically.
-  @usableFromInline var version: UInt64 = 0
   /// The subscribers and the delivery queue; nil until the first subscribe.
   @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
 
@@ -26,17 +28,18 @@ struct HubState<Message: Sendable, Stored> {
     core = backlogLimit == defaultBacklogLimit ? nil : HubCore.make(backlogLimit: backlogLimit)
   }
 
-  /// Counts one more change committed to `stored`, with a releasing atomic store: a
-  /// thread that loads the new version without the lock sees everything written before.
-  @inlinable @inline(__always) mutating func countCommit() {
-    let next = version &+ 1
-    withUnsafeMutablePointer(to: &version) { Self.atomic($0).pointee.store(next, ordering: .releasing) }
+  /// Counts one more change committed to the stored value of `state`, locked, with a
+  /// releasing atomic store: a thread that loads the new version without the lock sees
+  /// everything written before.
+  @inlinable @inline(__always) static func countCommit(_ state: UnsafeMutablePointer<HubState>) {
+    let next = state.pointee.version &+ 1
+    versionWord(of: state).pointee.store(next, ordering: .releasing)
   }
 
-  /// The version field as the atomic it is read and written as outside initialization.
+  /// The `version` of `state`, as the atomic it is written as.
   @inlinable @inline(__always)
-  static func atomic(_ field: UnsafeMutablePointer<UInt64>) -> UnsafePointer<Atomic<UInt64>> {
-    UnsafeRawPointer(field).assumingMemoryBound(to: Atomic<UInt64>.self)
+  static func versionWord(of state: UnsafeMutablePointer<HubState>) -> UnsafePointer<Atomic<UInt64>> {
+    UnsafeRawPointer(state).assumingMemoryBound(to: Atomic<UInt64>.self)
   }
 
   /// The core, made now if there is none yet.
