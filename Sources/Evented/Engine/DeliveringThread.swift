@@ -23,6 +23,8 @@
 //   close a cycle there: the derived source's deliverer is some thread's postponed
 //   delivery, which never waits, so the backlog always drains.
 
+import Synchronization
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Musl)
@@ -62,7 +64,20 @@ struct DeliveringState {
 /// The calling thread's ``DeliveringState``.
 @usableFromInline
 enum DeliveringThread {
-  @usableFromInline static let key: pthread_key_t = {
+  /// The thread-specific key plus one, once made; 0 before. An atomic with a constant
+  /// initial value is initialized statically: reading it is a load, where a `static let`
+  /// made by a closure would check its one-time initialization on every lookup.
+  @usableFromInline static let keyWord = Atomic<UInt>(0)
+
+  /// The thread-specific key of the states, made if needed.
+  @usableFromInline static var key: pthread_key_t {
+    let word = keyWord.load(ordering: .acquiring)
+    if word != 0 { return pthread_key_t(truncatingIfNeeded: word &- 1) }
+    return makeKey()
+  }
+
+  /// Makes the key, or returns the one another thread made first.
+  @usableFromInline static func makeKey() -> pthread_key_t {
     var key = pthread_key_t()
     let status = pthread_key_create(&key) { raw in
       guard let state = raw?.assumingMemoryBound(to: DeliveringState.self) else { return }
@@ -70,12 +85,19 @@ enum DeliveringThread {
       state.deallocate()
     }
     if status != 0 { fatalError("Evented: pthread_key_create failed with error \(status)") }
-    return key
-  }()
+    let (exchanged, found) = keyWord.compareExchange(
+      expected: 0, desired: UInt(key) &+ 1, ordering: .acquiringAndReleasing)
+    if exchanged { return key }
+    pthread_key_delete(key)
+    return pthread_key_t(truncatingIfNeeded: found &- 1)
+  }
 
   /// The calling thread's state, or nil if it never made one.
-  @inlinable static var existing: UnsafeMutablePointer<DeliveringState>? {
-    pthread_getspecific(key)?.assumingMemoryBound(to: DeliveringState.self)
+  @usableFromInline static var existing: UnsafeMutablePointer<DeliveringState>? {
+    let word = keyWord.load(ordering: .acquiring)
+    if word == 0 { return nil }  // No thread has made one yet.
+    return pthread_getspecific(pthread_key_t(truncatingIfNeeded: word &- 1))?.assumingMemoryBound(
+      to: DeliveringState.self)
   }
 
   /// The calling thread's state, made if needed.

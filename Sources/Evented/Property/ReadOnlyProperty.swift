@@ -87,7 +87,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
     return hub.read { copy $0 }
   }
 
-  /// The roots that a value derived from this one reads (Snapshot.swift).
+  /// The roots that a value derived from this one reads (Root.swift).
   @inlinable var roots: [any Root] {
     if let derived { return derived.rootsSeenFromAbove }
     guard let viewed else { return [] }  // A constant never commits.
@@ -103,8 +103,9 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
 
   /// The value in `snapshot`.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
-    if let derived { return derived.evaluate(in: snapshot) }
-    return snapshot.read(hub)
+    guard derived != nil else { return snapshot.read(hub) }
+    // Borrowed from `self`, not retained.
+    return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { $0.evaluate(in: snapshot) }
   }
 
   /// This view itself.
