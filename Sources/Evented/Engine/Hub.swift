@@ -36,7 +36,6 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// Makes a hub holding `stored`.
   @usableFromInline static func make(_ stored: Stored, backlogLimit: Int = defaultBacklogLimit) -> Hub {
     if backlogLimit < 1 { fatalError("Evented: a backlog limit must be at least 1 (got \(backlogLimit))") }
-    assert(MemoryLayout<HubState<Message, Stored>>.offset(of: \.version) == 0, "HubState.versionWord(of:)")
     return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
   }
 

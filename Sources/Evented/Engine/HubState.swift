@@ -12,16 +12,18 @@ import Synchronization
 /// The state of one source, guarded by its hub's lock.
 @usableFromInline
 struct HubState<Message: Sendable, Stored> {
-  /// The number of changes committed to `stored`: what a derived value compares to
-  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or loaded
-  /// without it through ``Hub/versionWord``; so written only by ``countCommit(_:)``, as
-  /// an atomic. The first field, so that its address is the state's (no `inout` access
-  /// is made to reach it, which Thread Sanitizer would count as a plain write).
-  @usableFromInline var version: UInt64 = 0
   /// The source's value (`Void` for an event source).
   @usableFromInline var stored: Stored
   /// The subscribers and the delivery queue; nil until the first subscribe.
   @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
+  /// The number of changes committed to `stored`: what a derived value compares to
+  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or loaded
+  /// without it through ``Hub/versionWord``; so written only by ``countCommit(_:)``, as
+  /// an atomic reached by address, never by an `inout` access (Thread Sanitizer counts
+  /// one as a plain write of the first byte of what it reaches). So it is not first:
+  /// a `mutating` call on the state, or an `inout` access to a zero-sized `stored`,
+  /// reaches the state's first byte.
+  @usableFromInline var version: UInt64 = 0
 
   @usableFromInline init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
@@ -39,8 +41,11 @@ struct HubState<Message: Sendable, Stored> {
   /// The `version` of `state`, as the atomic it is written as.
   @inlinable @inline(__always)
   static func versionWord(of state: UnsafeMutablePointer<HubState>) -> UnsafePointer<Atomic<UInt64>> {
-    UnsafeRawPointer(state).assumingMemoryBound(to: Atomic<UInt64>.self)
+    (UnsafeRawPointer(state) + versionOffset).assumingMemoryBound(to: Atomic<UInt64>.self)
   }
+
+  /// Where `version` lies in the state.
+  @inlinable static var versionOffset: Int { MemoryLayout<HubState>.offset(of: \.version).unsafelyUnwrapped }
 
   /// The core, made now if there is none yet.
   @inlinable mutating func existingCore() -> UnsafeMutablePointer<HubCore<Message>> {
