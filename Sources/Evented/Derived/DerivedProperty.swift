@@ -224,14 +224,14 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
   }
 
-  /// The one root's version now: loaded without the lock while no transaction has ever
-  /// begun. It is loaded before the flag is read, so a version written inside a
-  /// transaction (which must not be seen by other threads, Transaction.swift) is seen
-  /// together with the flag, and read again under the root's lock.
+  /// The one root's version now: loaded without the lock, unless an open transaction
+  /// may hide the root's latest commits from this thread (`HubState.mayHideBit`, set
+  /// before any of them is counted); then read under the root's lock, where the
+  /// transaction's record decides (Transaction.swift).
   @inlinable var singleVersion: UInt64 {
     if let word = singleVersionWord {
-      let version = word.pointee.load(ordering: .acquiring)
-      if !transactionsBegun.load(ordering: .relaxed) { return version }
+      let bits = word.pointee.load(ordering: .acquiring)
+      if bits & HubState<Update<Value>, Value>.mayHideBit == 0 { return bits }
     }
     return singleRoot.unsafelyUnwrapped.version
   }

@@ -25,7 +25,10 @@ extension Hub {
       token.unlock()
       return false
     }
-    if transactionsBegun.load(ordering: .relaxed) { token.state.pointee.noteCommit(to: self) }
+    if transactionsBegun.load(ordering: .relaxed) {
+      token.state.pointee.noteCommit(to: self)
+      HubState.publishHiding(token.state)
+    }
     HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
       let old = Self.replace(&token.state.pointee.stored, with: next)

@@ -284,10 +284,10 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     storage.withLock { body($0.stored) }
   }
 
-  /// The address of the state's `version`, to load atomically without the lock: valid
-  /// while the storage lives. The version loaded is the latest committed, which a thread
-  /// in a transaction of another thread must not see (`Transaction.swift`): a reader
-  /// that finds `transactionsBegun` set after loading falls back to the lock.
+  /// The address of the state's version, to load atomically without the lock: valid
+  /// while the storage lives. What it holds is `HubState.versionBits`: a thread that
+  /// finds `HubState.mayHideBit` set reads the version under the lock instead
+  /// (Transaction.swift).
   @inlinable var versionWord: UnsafePointer<Atomic<UInt64>> {
     storage.withUnsafeMutablePointerToHeader { HubState.versionWord(of: $0) }
   }

@@ -16,36 +16,54 @@ struct HubState<Message: Sendable, Stored> {
   @usableFromInline var stored: Stored
   /// The subscribers and the delivery queue; nil until the first subscribe.
   @usableFromInline var core: UnsafeMutablePointer<HubCore<Message>>?
-  /// The number of changes committed to `stored`: what a derived value compares to
-  /// know whether its inputs moved (Snapshot.swift). Read under the lock, or loaded
-  /// without it through ``Hub/versionWord``; so written only by ``countCommit(_:)``, as
-  /// an atomic reached by address, never by an `inout` access (Thread Sanitizer counts
-  /// one as a plain write of the first byte of what it reaches). So it is not first:
-  /// a `mutating` call on the state, or an `inout` access to a zero-sized `stored`,
-  /// reaches the state's first byte.
-  @usableFromInline var version: UInt64 = 0
+  /// The number of changes committed to `stored` (what a derived value compares to
+  /// know whether its inputs moved, Snapshot.swift), with ``mayHideBit`` set while an
+  /// open transaction may hide them from other threads. Read under the lock through
+  /// ``version``, or loaded without it through ``Hub/versionWord``; so written only as
+  /// an atomic reached by address (``countCommit(_:)``, ``publishHiding(_:)``), never
+  /// by an `inout` access, which Thread Sanitizer counts as a plain write of the first
+  /// byte it reaches. So it is not the first field: a `mutating` call on the state, or
+  /// an `inout` access to a zero-sized `stored`, reaches the state's first byte.
+  @usableFromInline var versionBits: UInt64 = 0
 
   @usableFromInline init(stored: Stored, backlogLimit: Int) {
     self.stored = stored
     core = backlogLimit == defaultBacklogLimit ? nil : HubCore.make(backlogLimit: backlogLimit)
   }
 
+  /// The number of changes committed to `stored`.
+  @inlinable var version: UInt64 { versionBits & ~Self.mayHideBit }
+
+  /// Set in ``versionBits`` from a transaction's first write to the source until the
+  /// end of the last open transaction that wrote it: a thread that loads the version
+  /// without the lock and finds it set must read it under the lock instead, where the
+  /// transaction's record decides what the thread sees (Transaction.swift).
+  @inlinable static var mayHideBit: UInt64 { 1 << 63 }
+
   /// Counts one more change committed to the stored value of `state`, locked, with a
   /// releasing atomic store: a thread that loads the new version without the lock sees
-  /// everything written before.
+  /// everything written before. Keeps ``mayHideBit``.
   @inlinable @inline(__always) static func countCommit(_ state: UnsafeMutablePointer<HubState>) {
-    let next = state.pointee.version &+ 1
+    let next = state.pointee.versionBits &+ 1
     versionWord(of: state).pointee.store(next, ordering: .releasing)
   }
 
-  /// The `version` of `state`, as the atomic it is written as.
+  /// Sets ``mayHideBit`` of `state`, locked, if an open transaction wrote the source;
+  /// clears it otherwise.
+  @inlinable static func publishHiding(_ state: UnsafeMutablePointer<HubState>) {
+    let isHiding = state.pointee.core?.pointee.transaction?.isOpen ?? false
+    let bits = state.pointee.version | (isHiding ? mayHideBit : 0)
+    if bits != state.pointee.versionBits { versionWord(of: state).pointee.store(bits, ordering: .releasing) }
+  }
+
+  /// The ``versionBits`` of `state`, as the atomic they are written as.
   @inlinable @inline(__always)
   static func versionWord(of state: UnsafeMutablePointer<HubState>) -> UnsafePointer<Atomic<UInt64>> {
     (UnsafeRawPointer(state) + versionOffset).assumingMemoryBound(to: Atomic<UInt64>.self)
   }
 
-  /// Where `version` lies in the state.
-  @inlinable static var versionOffset: Int { MemoryLayout<HubState>.offset(of: \.version).unsafelyUnwrapped }
+  /// Where ``versionBits`` lies in the state.
+  @inlinable static var versionOffset: Int { MemoryLayout<HubState>.offset(of: \.versionBits).unsafelyUnwrapped }
 
   /// The core, made now if there is none yet.
   @inlinable mutating func existingCore() -> UnsafeMutablePointer<HubCore<Message>> {

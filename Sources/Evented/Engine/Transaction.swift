@@ -19,9 +19,11 @@
 // - A write made by a thread outside the transaction to a property the transaction
 //   wrote ends the hiding for that property at once, so that the writing thread reads
 //   its own write through every derived value.
-// - Until the first transaction begins (`transactionsBegun`), nothing is hidden: a
-//   derived value with one root loads its version without the lock
-//   (`DerivedProperty.singleVersion`); afterwards it reads it under the root's lock.
+// - A derived value with one root loads the root's version without the lock
+//   (`DerivedProperty.singleVersion`) unless the version carries
+//   `HubState.mayHideBit`, set under the lock from a transaction's first write to the
+//   source until the end of the last open transaction that wrote it; then it reads
+//   the version under the lock, where the record decides.
 
 import Synchronization
 
@@ -250,16 +252,19 @@ final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
 
   /// ``endTransaction()`` for `hub`.
   @inlinable static func end(_ hub: Hub<Message, Stored>) -> [any ObservedNode] {
-    let (nodes, earlier) = hub.storage.withLock { state -> ([any ObservedNode], (any Sendable)?) in
-      guard let core = state.core else { return ([], nil) }
-      var earlier: (any Sendable)?
-      if let record = core.pointee.transaction, !record.isOpen { swap(&earlier, &record.earlierValue) }
-      var nodes: [any ObservedNode] = []
-      for case let entry? in core.pointee.subscribers.slots {
-        if let root = entry as? RootEntry<Message>, !root.isEnded, let node = root.node { nodes.append(node) }
-      }
-      return (nodes, earlier)
+    let token = hub.storage.lock()
+    guard let core = token.state.pointee.core else {
+      token.unlock()
+      return []
     }
+    var earlier: (any Sendable)?
+    if let record = core.pointee.transaction, !record.isOpen { swap(&earlier, &record.earlierValue) }
+    HubState.publishHiding(token.state)
+    var nodes: [any ObservedNode] = []
+    for case let entry? in core.pointee.subscribers.slots {
+      if let root = entry as? RootEntry<Message>, !root.isEnded, let node = root.node { nodes.append(node) }
+    }
+    token.unlock()
     _ = earlier  // released after unlocking
     return nodes
   }

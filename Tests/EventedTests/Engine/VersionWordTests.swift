@@ -45,6 +45,38 @@ import Testing
     handle.cancel()
   }
 
+  /// While another thread's transaction that wrote `a` is open, the version carries the
+  /// hiding bit, so a map of `a` read here is read under the lock and shows the state
+  /// before the transaction; the bit goes when the transaction ends.
+  @Test func anOpenTransactionHidesItsWritesFromAMapReadOnAnotherThread() {
+    let a = Property(0)
+    let mapped = a.map { $0 * 10 }
+    #expect(mapped.value == 0)
+    let hiding = HubState<Update<Int>, Int>.mayHideBit
+    let wrote = Gate()
+    let release = Gate()
+    let writer = Spawned {
+      transaction {
+        a.value = 1
+        #expect(mapped.value == 10)  // read back here, and remembered for this state
+        wrote.open()
+        release.wait()
+      }
+    }
+    #expect(wrote.wait())
+    #expect(a.hub.versionWord.pointee.load(ordering: .acquiring) & hiding != 0)
+    #expect(mapped.value == 0, "a write of an open transaction of another thread was seen")
+    release.open()
+    #expect(writer.join())
+    #expect(a.hub.versionWord.pointee.load(ordering: .acquiring) & hiding == 0)
+    #expect(mapped.value == 10)
+    let other = Property(0)
+    let otherMapped = other.map { $0 + 1 }
+    other.value = 2  // outside any transaction: never hidden
+    #expect(other.hub.versionWord.pointee.load(ordering: .acquiring) & hiding == 0)
+    #expect(otherMapped.value == 3)
+  }
+
   /// A map read on one thread while another writes its source: each read is a value
   /// the source held, never older than the previous read, and the last one is current.
   @Test func aMapReadWithoutTheLockFollowsAnotherThreadsWrites() {
