@@ -56,9 +56,6 @@ public final class ScenarioRun: @unchecked Sendable {
   /// Whether the budget is spent.
   var isOver: Bool { now() - started >= budget }
 
-  /// Whether half the budget is spent.
-  var isPastHalf: Bool { now() - started >= budget / 2 }
-
   /// Marks the calling thread as this run's coordinator for the watchdog.
   func coordinate(_ site: Site) {
     let me = ThreadState.current

@@ -24,9 +24,10 @@
 //   `(n, n)`: never part of a transaction, and never back;
 // - always current: after `modify` returns commit c, the writer reads at least c
 //   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
-//   the transactions begin in the second half of the run, so that in the first, a
-//   one-root value is read as it is until a process makes its first transaction (its
-//   root's version loaded without the lock, `DerivedProperty.singleVersion`);
+// - `inA.map { $0 }`, read back by the transaction's writer inside it (so that its memo
+//   holds the transaction's state), is never read ahead of `inB` by another thread: a
+//   one-root value loads its root's version without the lock unless a transaction may
+//   hide it (`DerivedProperty.singleVersion`);
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -238,6 +239,7 @@ let derived = Scenario(
   let whole = inA.combineLatest(inB.map { $0 })
   let inItems = ArrayProperty([0])
   let wholeWithArray = inItems.readOnly.map { $0[0] }.combineLatest(inB)
+  let aAlone = inA.map { $0 }
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -307,14 +309,16 @@ let derived = Scenario(
     var written = 0
     while worker.proceed() {
       let roll = worker.thread.random.below(100)
-      if worker.index == 2 && roll < 30 && run.isPastHalf {
-        // The one writer of `inA` and `inB`, always together; from the second half on,
-        // so that the first runs before any transaction (see the header).
+      if worker.index == 2 && roll < 30 {
+        // The one writer of `inA` and `inB`, always together.
         written += 1
         worker.at(.write)
         transaction {
           inItems[0] = written
           inA.value = written
+          if aAlone.value != written {
+            run.violation("the transaction's writer read \(aAlone.value) back, not \(written)")
+          }
           spin(microseconds: 5)  // widens the window in which only `inItems` and `inA` are written
           inB.value = written
         }
@@ -322,6 +326,11 @@ let derived = Scenario(
         worker.at(.read)
         let read = whole.value
         if read.0 != read.1 { run.violation("read \(read) from the transaction's combineLatest: part of it") }
+        let alone = aAlone.value
+        let latestB = inB.value
+        if alone > latestB {
+          run.violation("read \(alone) through inA.map, then inB \(latestB): part of a transaction")
+        }
         let readWithArray = wholeWithArray.value
         if readWithArray.0 != readWithArray.1 {
           run.violation("read \(readWithArray) from the transaction's combineLatest with an array: part of it")
