@@ -39,7 +39,9 @@ extension Hub {
 
   /// The hooks of a lazy event source; nil for any other source.
   @inlinable var lazyHooks: LazyHooks? {
-    guard storage is LazyHubStorage<Message, Stored> else { return nil }
+    // The class is final: comparing the exact type costs a load, where `is` calls the
+    // runtime's dynamic cast.
+    guard type(of: storage) == LazyHubStorage<Message, Stored>.self else { return nil }
     return lazySourceHooks()
   }
 
