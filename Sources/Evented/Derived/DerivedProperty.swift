@@ -218,7 +218,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     } else {
       // If each root had the memo's version when read, the memo's state is current, and
       // consistent: it held when the memo was computed.
-      let versions = Versions(of: roots, { $0.version })
+      let versions = Versions(of: roots, { $0.versionNow })
       if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
     }
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0

@@ -26,6 +26,18 @@ protocol Root: AnyObject, Sendable {
   ) -> SubscriptionCore
 }
 
+extension Root {
+  /// The version now, as ``version`` gives it, but loaded without the lock when the root
+  /// has a version word that no open transaction marks (`HubState.mayHideBit`).
+  @inlinable var versionNow: UInt64 {
+    if let word = versionWord {
+      let bits = word.pointee.load(ordering: .acquiring)
+      if bits & versionMayHideBit == 0 { return bits }
+    }
+    return version
+  }
+}
+
 /// The root of a hub whose stored value is a property's value or an array.
 @usableFromInline
 final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
@@ -42,6 +54,10 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// code that a call through the `Root` protocol would reach.
   @usableFromInline let pinning: @Sendable (Hub<Message, Stored>) -> (version: UInt64, value: any Sendable)
   @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
+  /// The address of ``versionWord``, found by the inlinable initializer (in generic
+  /// code, finding it looks up the state's type and the field's offset). An address,
+  /// so that the root stays `Sendable`: the word is atomic and lives with `hub`.
+  @usableFromInline let wordAddress: UInt
   /// ``notify(_:_:)``, made the same way: its handler runs for every commit.
   @usableFromInline let notifying:
     @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
@@ -57,6 +73,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       return hub.storage.withLock { $0.visible(to: me) }
     }
     versioning = { hub in hub.storage.withLock { $0.visibleVersion(current: $0.version) } }
+    wordAddress = UInt(bitPattern: hub.versionWord)
     notifying = { root, node, refresh in root.subscribe(node, refresh) }
   }
 
@@ -66,7 +83,7 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
 
   @usableFromInline var version: UInt64 { versioning(hub) }
 
-  @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { hub.versionWord }
+  @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { UnsafePointer(bitPattern: wordAddress) }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void

@@ -191,10 +191,11 @@ final class Snapshot {
     return versions(of: roots)
   }
 
-  /// Whether every pinned value held at one instant: no root moved since it was pinned.
+  /// Whether every pinned value held at one instant: no root moved since it was pinned
+  /// (each root's version read again, without its lock where it can be).
   @usableFromInline var isConsistent: Bool {
     if pins.count <= 1 { return true }
-    for index in pins.indices where pins[index].root.version != pins[index].version { return false }
+    for index in pins.indices where pins[index].root.versionNow != pins[index].version { return false }
     return true
   }
 

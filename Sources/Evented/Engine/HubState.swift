@@ -9,6 +9,9 @@
 
 import Synchronization
 
+/// ``HubState/mayHideBit``, for code that has no hub type at hand.
+@inlinable var versionMayHideBit: UInt64 { 1 << 63 }
+
 /// The state of one source, guarded by its hub's lock.
 @usableFromInline
 struct HubState<Message: Sendable, Stored> {
@@ -38,7 +41,7 @@ struct HubState<Message: Sendable, Stored> {
   /// end of the last open transaction that wrote it: a thread that loads the version
   /// without the lock and finds it set must read it under the lock instead, where the
   /// transaction's record decides what the thread sees (Transaction.swift).
-  @inlinable static var mayHideBit: UInt64 { 1 << 63 }
+  @inlinable static var mayHideBit: UInt64 { versionMayHideBit }
 
   /// Counts one more change committed to the stored value of `state`, locked, with a
   /// releasing atomic store: a thread that loads the new version without the lock sees
