@@ -89,7 +89,7 @@ extension DerivedProperty {
     to source: ReadOnlyProperty<SourceValue>,
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
-    let lazyToken = source.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
+    let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
       withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
     }
@@ -142,7 +142,7 @@ extension DerivedProperty {
       if let missing { publish(missing, generation: current) }
       return
     }
-    let lazyToken = target.viewed?.lazy?.token()  // counts this link as an observer of a lazy source
+    let lazyToken = target.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
     let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
       withExtendedLifetime(lazyToken) {
         unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)

@@ -254,7 +254,7 @@ extension PropertyProtocol {
         transform(snapshot.read(viewed.hub))
       }
       node.directLink = { node in
-        HubRoot(property: viewed.hub, lazy: viewed.lazy).notifyDirectly(node, transform)
+        HubRoot(property: viewed.hub, lazy: viewed.hub.lazyHooks).notifyDirectly(node, transform)
       }
       return ReadOnlyProperty(derived: node)
     }

@@ -37,15 +37,17 @@ extension Hub {
     return Hub(storage: .make(LazyHubStorage.self, state))
   }
 
-  /// The hooks of a lazy event source; nil for any other source.
+  /// The hooks of a lazy event source or property; nil for any other source.
   @inlinable var lazyHooks: LazyHooks? {
-    // The class is final: comparing the exact type costs a load, where `is` calls the
-    // runtime's dynamic cast.
-    guard type(of: storage) == LazyHubStorage<Message, Stored>.self else { return nil }
+    // Both classes are final: comparing the exact type costs a load, where `is` calls
+    // the runtime's dynamic cast.
+    let type = type(of: storage)
+    guard type == LazyHubStorage<Message, Stored>.self || type == LazyPropertyHubStorage<Message, Stored>.self
+    else { return nil }
     return lazySourceHooks()
   }
 
-  /// The hooks in the core of a lazy event source's hub, read under its lock.
+  /// The hooks in the core of a lazy source's hub, read under its lock.
   @usableFromInline func lazySourceHooks() -> LazyHooks? {
     storage.withLock { $0.core?.pointee.lazy }
   }

@@ -169,9 +169,12 @@ class LockStorage<State>: ManagedBuffer<State, LockCell> {
     make(LockStorage<State>.self, initial)
   }
 
-  /// Allocates an instance of `type` (this class or a subclass) holding `initial`.
-  @inlinable static func make<Storage: LockStorage<State>>(_ type: Storage.Type, _ initial: State) -> Storage {
-    let buffer = type.create(minimumCapacity: 1) { _ in initial }
+  /// Allocates an instance of `type` (this class or a subclass) holding `initial`, with
+  /// room for `tailWords` more words after the lock, which the caller initializes.
+  @inlinable static func make<Storage: LockStorage<State>>(
+    _ type: Storage.Type, _ initial: State, tailWords: Int = 0
+  ) -> Storage {
+    let buffer = type.create(minimumCapacity: 1 + tailWords) { _ in initial }
     let storage = unsafeDowncast(buffer, to: Storage.self)
     storage.withUnsafeMutablePointerToElements { $0.initialize(to: LockCell()) }
     return storage

@@ -43,19 +43,20 @@
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  /// Observation's view of this property (see ObservationSite.swift).
-  @usableFromInline let observation = ObservationSlot()
-  /// The hooks of a lazy property (LazyHooks.swift); nil for others.
-  @usableFromInline let lazy: LazyHooks?
+  /// Observation's view of this property (see ObservationSite.swift), kept in the hub's
+  /// storage, after its lock (PropertyStorage.swift). A lazy property's hooks are in the
+  /// hub's core.
+  @inlinable var observation: UnsafeMutablePointer<ObservationSlot> {
+    unsafeDowncast(hub.storage, to: PropertyHubStorage<Update<Value>, Value>.self).observation
+  }
 
   @usableFromInline
   init(
     value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit,
     lazy: LazyHooks? = nil
   ) {
-    hub = Hub.make(value, backlogLimit: backlogLimit)
+    hub = Hub.makeProperty(value, backlogLimit: backlogLimit, lazy: lazy)
     self.isDuplicate = isDuplicate
-    self.lazy = lazy
   }
 
   /// Creates a property that notifies on every write.
@@ -134,7 +135,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   @inlinable
   public var value: Value {
     get {
-      observation.access()
+      observation.pointee.access()
       return hub.read { copy $0 }
     }
     @inline(__always) set { write(newValue) }
@@ -146,7 +147,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       let token = hub.lockForCommit()
       next = token.state.pointee.stored
       yield &next
-      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.pointee.committed() }
       withExtendedLifetime(next) {}
     }
   }
@@ -198,7 +199,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
       outcome = .failure(error)
     }
     if case .success = outcome {
-      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.committed() }
+      if hub.change(token, to: next, isDuplicate: isDuplicate) { observation.pointee.committed() }
     } else {
       token.unlock()
     }
@@ -211,7 +212,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// few instructions.
   @inlinable @inline(__always)
   func write(_ newValue: Value) {
-    if hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate) { observation.committed() }
+    if hub.change(hub.lockForCommit(), to: newValue, isDuplicate: isDuplicate) { observation.pointee.committed() }
   }
 }
 

@@ -26,7 +26,7 @@ extension PropertyProtocol {
   @inlinable var anchor: (any AnyObject & Sendable)? {
     let view = readOnly
     if let derived = view.derived { return derived }
-    return view.viewed?.lazy?.token()
+    return view.hub.lazyHooks?.token()
   }
 
   /// Subscribes a handler of what `reading` selects of each update, anchored as

@@ -83,15 +83,15 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
         return derived.value
       }
     }
-    viewed?.observation.access()
+    viewed?.observation.pointee.access()
     return hub.read { copy $0 }
   }
 
   /// The roots that a value derived from this one reads (Root.swift).
   @inlinable var roots: [any Root] {
     if let derived { return derived.rootsSeenFromAbove }
-    guard let viewed else { return [] }  // A constant never commits.
-    return [HubRoot(property: hub, lazy: viewed.lazy)]
+    guard viewed != nil else { return [] }  // A constant never commits.
+    return [HubRoot(property: hub, lazy: hub.lazyHooks)]
   }
 
   /// The computed node behind this value, if it is one (not a view, a constant or a
