@@ -251,8 +251,12 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let value = body(snapshot)
     // Only a consistent state is remembered: an evaluation whose roots moved between
     // two pins is retried by its caller, and its versions, which never held together,
-    // must not be found by a later read.
-    guard snapshot.isConsistent else { return value }
+    // must not be found by a later read. Nor one made inside a transaction: it sees the
+    // transaction's writes, which other threads do not see yet, so its versions may
+    // pair a root's earlier version with another's later one, a state that never held
+    // for them (one thread reading the first root before the transaction ends and the
+    // second after would find it).
+    guard snapshot.isConsistent, !Self.isInTransaction else { return value }
     var kept: Value? = value
     memo.withLock { memo in
       guard memo != nil else {
@@ -263,6 +267,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     _ = kept  // the value replaced, released after unlocking
     return value
+  }
+
+  /// Whether the calling thread runs a transaction.
+  @inlinable static var isInTransaction: Bool {
+    transactionsBegun.load(ordering: .relaxed) && DeliveringThread.existing?.pointee.transaction != nil
   }
 
   deinit {

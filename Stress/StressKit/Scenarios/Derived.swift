@@ -25,9 +25,11 @@
 // - always current: after `modify` returns commit c, the writer reads at least c
 //   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
 // - `inA.map { $0 }`, read back by the transaction's writer inside it (so that its memo
-//   holds the transaction's state), is never read ahead of `inB` by another thread: a
-//   one-root value loads its root's version without the lock unless a transaction may
-//   hide it (`DerivedProperty.singleVersion`);
+//   would hold the transaction's state), is never read ahead of `inB` by another thread:
+//   a one-root value loads its root's version without the lock unless a transaction may
+//   hide it (`DerivedProperty.singleVersion`); and `inB.combineLatest(inA)`, read back
+//   by the writer between its writes of `inA` and `inB`, only reads `(n, n)` on other
+//   threads (a state computed inside a transaction is never remembered for them);
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -240,6 +242,7 @@ let derived = Scenario(
   let inItems = ArrayProperty([0])
   let wholeWithArray = inItems.readOnly.map { $0[0] }.combineLatest(inB)
   let aAlone = inA.map { $0 }
+  let reversed = inB.combineLatest(inA)  // roots: inB, then inA, which is written first
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -319,6 +322,8 @@ let derived = Scenario(
           if aAlone.value != written {
             run.violation("the transaction's writer read \(aAlone.value) back, not \(written)")
           }
+          let own = reversed.value  // the transaction's own state, (written - 1, written)
+          if own.1 != written { run.violation("the transaction's writer read \(own) back through a pair") }
           spin(microseconds: 5)  // widens the window in which only `inItems` and `inA` are written
           inB.value = written
         }
@@ -326,6 +331,8 @@ let derived = Scenario(
         worker.at(.read)
         let read = whole.value
         if read.0 != read.1 { run.violation("read \(read) from the transaction's combineLatest: part of it") }
+        let pair = reversed.value
+        if pair.0 != pair.1 { run.violation("read \(pair) from inB.combineLatest(inA): part of a transaction") }
         let alone = aAlone.value
         let latestB = inB.value
         if alone > latestB {

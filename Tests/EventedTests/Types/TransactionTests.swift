@@ -190,6 +190,27 @@ import Testing
     b.cancel()
   }
 
+  /// A read made inside a transaction sees the transaction's writes, so the state it
+  /// computes may never hold for other threads: here `(y: 0, x: 1)`. Remembered, a
+  /// thread that read `y`'s version before the transaction ended and `x`'s after would
+  /// have found it, and returned part of the transaction.
+  @Test func transactionReadsInsideItAreNotRememberedForOtherThreads() {
+    let x = Property(0)
+    let y = Property(0)
+    let pair = y.combineLatest(x)  // roots: y, then x
+    let memoVersions = { pair.derived!.memo.withLock { $0.map { [$0.versions.first, $0.versions.second] } } }
+    transaction {
+      x.value = 1
+      #expect(pair.value == (0, 1))  // the writing thread reads its own write
+      y.value = 1
+    }
+    // x and y are written together, so every state other threads see has as many
+    // commits of one as of the other.
+    let remembered = memoVersions() ?? []
+    #expect(Set(remembered).count <= 1, "the memo remembers versions \(remembered), a state only the transaction saw")
+    #expect(pair.value == (1, 1))
+  }
+
   @Test func transactionWritingAnArrayAndAPropertyIsSeenWholeByADerivedObserver() {
     let items = ArrayProperty<Int>([])
     let count = Property(0)
