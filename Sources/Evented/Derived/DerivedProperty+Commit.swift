@@ -28,12 +28,22 @@ extension DerivedProperty {
       // that they find it spare when they read derived values.
       snapshot.recycle()
     } else {
+      // Inside a transaction that wrote one of the roots (an observer arriving there),
+      // this thread sees a state other threads do not: the transaction's end refreshes
+      // the node from the whole state instead.
+      if isHiddenByOwnTransaction { return }
       (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }
     }
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered.assign(versions)
     commitState(token, value, inPass: inPass)
+  }
+
+  /// Whether the calling thread runs a transaction that wrote one of the roots.
+  @inlinable var isHiddenByOwnTransaction: Bool {
+    guard Self.isInTransaction, let transaction = DeliveringThread.existing?.pointee.transaction else { return false }
+    return identities.contains { transaction.written.contains($0) }
   }
 
   /// Commits `value`, computed directly from the commit with `version` of the one root,

@@ -292,6 +292,11 @@ struct IdentityList<Element> {
 
   @inlinable init() {}
 
+  /// Whether `key` is in the list.
+  @inlinable func contains(_ key: ObjectIdentifier) -> Bool {
+    index?.contains(key) ?? keys.contains(key)
+  }
+
   /// Appends the element `make` makes for `key`, unless `key` is in the list.
   @inlinable mutating func insert(_ key: ObjectIdentifier, _ make: () -> Element) {
     if index == nil {

@@ -211,6 +211,39 @@ import Testing
     #expect(pair.value == (1, 1))
   }
 
+  /// An observer that arrives inside a transaction, after one of its two writes, must
+  /// not make the derived value commit the state the transaction's thread sees then:
+  /// neither it nor the observers already there receive `(0, 1)`.
+  @Test func transactionWithAnObserverArrivingInsideItIsSeenWholeByEveryObserver() {
+    let x = Property(0)
+    let y = Property(0)
+    let pair = y.combineLatest(x)
+    let before = Recorder<[Int]>()
+    let arriving = Recorder<[Int]>()
+    let first = pair.observe { before.append([$0.0, $0.1]) }
+    var second: Subscription?
+    transaction {
+      x.value = 1
+      second = pair.observe { arriving.append([$0.0, $0.1]) }
+      y.value = 1
+    }
+    #expect(before.values == [[0, 0], [1, 1]])
+    #expect(arriving.values == [[0, 0], [1, 1]])
+    let unobserved = y.combineLatest(x)  // linked by its first observer, inside the transaction
+    let late = Recorder<[Int]>()
+    var third: Subscription?
+    transaction {
+      x.value = 2
+      third = unobserved.observe { late.append([$0.0, $0.1]) }
+      y.value = 2
+    }
+    #expect(late.values.allSatisfy { $0[0] == $0[1] }, "\(late.values)")
+    #expect(late.values.last == [2, 2])
+    first.cancel()
+    second?.cancel()
+    third?.cancel()
+  }
+
   @Test func transactionWritingAnArrayAndAPropertyIsSeenWholeByADerivedObserver() {
     let items = ArrayProperty<Int>([])
     let count = Property(0)
