@@ -29,7 +29,9 @@
 //   a one-root value loads its root's version without the lock unless a transaction may
 //   hide it (`DerivedProperty.singleVersion`); and `inB.combineLatest(inA)`, read back
 //   by the writer between its writes of `inA` and `inB`, only reads `(n, n)` on other
-//   threads (a state computed inside a transaction is never remembered for them);
+//   threads (a state computed inside a transaction is never remembered for them), and
+//   an observer of `inA.combineLatest(inB.map { $0 })` arriving there does not make it
+//   deliver the writer's view to the others;
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -324,8 +326,11 @@ let derived = Scenario(
           }
           let own = reversed.value  // the transaction's own state, (written - 1, written)
           if own.1 != written { run.violation("the transaction's writer read \(own) back through a pair") }
+          // An observer arriving here must not make `whole` commit this thread's view.
+          let arriving = written % 4 == 0 ? whole.observe { _ in } : nil
           spin(microseconds: 5)  // widens the window in which only `inItems` and `inA` are written
           inB.value = written
+          arriving?.cancel()
         }
       } else if worker.index > 2 && roll < 5 {
         worker.at(.read)
