@@ -224,16 +224,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
   }
 
-  /// The one root's version now: loaded without the lock, unless an open transaction
-  /// may hide the root's latest commits from this thread (`HubState.mayHideBit`, set
-  /// before any of them is counted); then read under the root's lock, where the
-  /// transaction's record decides (Transaction.swift).
+  /// The one root's version now, as ``Root/versionNow`` reads it, from the word kept here
+  /// (no call through `Root`, no retain of the root).
   @inlinable var singleVersion: UInt64 {
-    if let word = singleVersionWord {
-      let bits = word.pointee.load(ordering: .acquiring)
-      if bits & HubState<Update<Value>, Value>.mayHideBit == 0 { return bits }
-    }
-    return singleRoot.unsafelyUnwrapped.version
+    unlockedVersion(singleVersionWord) ?? singleRoot.unsafelyUnwrapped.version
   }
 
   /// A computed node's value in `snapshot`: the memo if its versions are the

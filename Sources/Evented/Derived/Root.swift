@@ -30,12 +30,18 @@ extension Root {
   /// The version now, as ``version`` gives it, but loaded without the lock when the root
   /// has a version word that no open transaction marks (`HubState.mayHideBit`).
   @inlinable var versionNow: UInt64 {
-    if let word = versionWord {
-      let bits = word.pointee.load(ordering: .acquiring)
-      if bits & versionMayHideBit == 0 { return bits }
-    }
-    return version
+    unlockedVersion(versionWord) ?? version
   }
+}
+
+/// The version in `word`, loaded without the lock; nil if there is no word, or if an
+/// open transaction may hide the latest commits from this thread (`HubState.mayHideBit`,
+/// set before any of them is counted): then the version must be read under the root's
+/// lock, where the transaction's record decides (Transaction.swift).
+@inlinable func unlockedVersion(_ word: UnsafePointer<Atomic<UInt64>>?) -> UInt64? {
+  guard let word else { return nil }
+  let bits = word.pointee.load(ordering: .acquiring)
+  return bits & versionMayHideBit == 0 ? bits : nil
 }
 
 /// The root of a hub whose stored value is a property's value or an array.
