@@ -41,6 +41,14 @@ func completesOnAnotherThread(timeout: Duration = generousTimeout, _ body: @esca
   Spawned(body).join(timeout: timeout)
 }
 
+/// Gives the processor to another runnable thread. For the threads of a concurrent test
+/// that spin while one thread does the work under test: with the whole suite running at
+/// once on two cores, spinning threads that never yield can starve that thread past
+/// the test's timeout.
+func yieldProcessor() {
+  sched_yield()
+}
+
 /// Runs `body(index)` on `count` new threads that start together, and waits for all.
 ///
 /// - Returns: false if they did not all return within `timeout`.

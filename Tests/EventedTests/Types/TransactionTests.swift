@@ -300,7 +300,10 @@ private func whileTransactionsRun(
 ) -> (finished: Bool, tornReads: Int) {
   let writing = Atomic<Bool>(true)
   let torn = Atomic<Int>(0)
-  let finished = onThreads(4) { index in
+  // The readers spin while the writer works, each yielding after every read so that
+  // the writer is not starved; the timeout is long because the whole suite runs at once
+  // on two cores (only a deadlock reaches it).
+  let finished = onThreads(4, timeout: .seconds(60)) { index in
     switch index {
     case 0:
       for round in 1...rounds {
@@ -312,11 +315,15 @@ private func whileTransactionsRun(
       }
       writing.store(false, ordering: .relaxed)
     case 1:
-      while writing.load(ordering: .relaxed) { late().cancel() }
+      while writing.load(ordering: .relaxed) {
+        late().cancel()
+        yieldProcessor()
+      }
     default:
       while writing.load(ordering: .relaxed) {
         let pair = read()
         if pair.0 != pair.1 { torn.add(1, ordering: .relaxed) }
+        yieldProcessor()
       }
     }
   }
