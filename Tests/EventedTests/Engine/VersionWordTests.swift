@@ -85,7 +85,8 @@ import Testing
     let writes = 20_000
     let done = Flag()
     let wrong = Recorder<String>()
-    let finished = onThreads(2) { index in
+    // Only a deadlock reaches the timeout: the whole suite runs at once on two cores.
+    let finished = onThreads(2, timeout: .seconds(60)) { index in
       if index == 0 {
         for value in 1...writes { source.value = value }
         done.set()
