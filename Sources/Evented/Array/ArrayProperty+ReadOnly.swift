@@ -68,13 +68,14 @@ final class ArrayRoot<Element: Sendable>: Root {
   // Both read the state before an open transaction of another thread that wrote the
   // array, as a property's root does (Transaction.swift).
 
-  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) {
-    let me = currentThreadID()
+  @usableFromInline func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable) {
+    let me = reader.threadID
     return hub.storage.withLock { state in state.visible(to: me) { ($0.stored.version, $0.stored.share()) } }
   }
 
-  @usableFromInline var version: UInt64 {
-    hub.storage.withLock { $0.visibleVersion(current: $0.stored.version) }
+  @usableFromInline func version(for reader: Snapshot.Reader) -> UInt64 {
+    let me = reader.threadID
+    return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.stored.version) }
   }
 
   /// None: an array's version is its store's, written under the lock only.

@@ -29,10 +29,11 @@ extension DerivedProperty {
       snapshot.recycle()
     } else {
       // Inside a transaction that wrote one of the roots (an observer arriving there),
-      // this thread sees a state other threads do not: the transaction's end refreshes
-      // the node from the whole state instead.
-      if isHiddenByOwnTransaction { return }
-      (value, versions) = Snapshot.consistent(of: roots, reusing: reused) { evaluate(in: $0) }
+      // this thread sees a state other threads do not: the node takes the state they
+      // see, from before the transaction, and the transaction's end refreshes it from
+      // the whole state.
+      let reader: Snapshot.Reader = isHiddenByOwnTransaction ? .outsider : .calling
+      (value, versions) = Snapshot.consistent(of: roots, reusing: reused, as: reader) { evaluate(in: $0) }
     }
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }

@@ -147,7 +147,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     checkLinks = { node in node.keepsLinksNow() }
     refreshing = { node in node.refresh() }
-    let (initial, versions) = Snapshot.consistent(of: roots) { snapshot in
+    // Made inside a transaction, the node starts from the state other threads see: the
+    // state this thread sees may hold part of the transaction, which neither the
+    // node's observers nor its memo may ever hold.
+    let reader: Snapshot.Reader = Self.isInTransaction ? .outsider : .calling
+    let (initial, versions) = Snapshot.consistent(of: roots, as: reader) { snapshot in
       _ = snapshot.versions(of: roots)
       return body(snapshot)
     }
@@ -227,7 +231,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// The one root's version now, as ``Root/versionNow`` reads it, from the word kept here
   /// (no call through `Root`, no retain of the root).
   @inlinable var singleVersion: UInt64 {
-    unlockedVersion(singleVersionWord) ?? singleRoot.unsafelyUnwrapped.version
+    unlockedVersion(singleVersionWord) ?? singleRoot.unsafelyUnwrapped.version(for: .calling)
   }
 
   /// A computed node's value in `snapshot`: the memo if its versions are the

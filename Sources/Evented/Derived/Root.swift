@@ -11,10 +11,11 @@ import Synchronization
 protocol Root: AnyObject, Sendable {
   /// The source's hub storage: two roots are the same root when this is the same.
   var identity: ObjectIdentifier { get }
-  /// The version and the value now, read together under the source's lock.
-  func pin() -> (version: UInt64, value: any Sendable)
-  /// The version now.
-  var version: UInt64 { get }
+  /// The version and the value now, read together under the source's lock, as the
+  /// thread `reader` sees them (``Snapshot/Reader``).
+  func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable)
+  /// The version now, as the thread `reader` sees it.
+  func version(for reader: Snapshot.Reader) -> UInt64
   /// Where the version can be loaded without the lock, if anywhere
   /// (``Hub/versionWord``); valid while the root lives.
   var versionWord: UnsafePointer<Atomic<UInt64>>? { get }
@@ -30,7 +31,12 @@ extension Root {
   /// The version now, as ``version`` gives it, but loaded without the lock when the root
   /// has a version word that no open transaction marks (`HubState.mayHideBit`).
   @inlinable var versionNow: UInt64 {
-    unlockedVersion(versionWord) ?? version
+    unlockedVersion(versionWord) ?? version(for: .calling)
+  }
+
+  /// ``versionNow`` as the thread `reader` sees it.
+  @inlinable func versionNow(for reader: Snapshot.Reader) -> UInt64 {
+    unlockedVersion(versionWord) ?? version(for: reader)
   }
 }
 
@@ -58,8 +64,9 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// ``pin()`` and ``version``, as closures that capture nothing, made by the inlinable
   /// initializer: so they run code specialized for the hub's types, not the generic
   /// code that a call through the `Root` protocol would reach.
-  @usableFromInline let pinning: @Sendable (Hub<Message, Stored>) -> (version: UInt64, value: any Sendable)
-  @usableFromInline let versioning: @Sendable (Hub<Message, Stored>) -> UInt64
+  @usableFromInline let pinning:
+    @Sendable (Hub<Message, Stored>, Snapshot.Reader) -> (version: UInt64, value: any Sendable)
+  @usableFromInline let versioning: @Sendable (Hub<Message, Stored>, Snapshot.Reader) -> UInt64
   /// The address of ``versionWord``, found by the inlinable initializer (in generic
   /// code, finding it looks up the state's type and the field's offset). An address,
   /// so that the root stays `Sendable`: the word is atomic and lives with `hub`.
@@ -74,20 +81,25 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     self.hub = hub
     self.committedValue = committedValue
     self.lazy = lazy
-    pinning = { hub in
-      let me = currentThreadID()
+    pinning = { hub, reader in
+      let me = reader.threadID
       return hub.storage.withLock { $0.visible(to: me) }
     }
-    versioning = { hub in hub.storage.withLock { $0.visibleVersion(current: $0.version) } }
+    versioning = { hub, reader in
+      let me = reader.threadID
+      return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.version) }
+    }
     wordAddress = UInt(bitPattern: hub.versionWord)
     notifying = { root, node, refresh in root.subscribe(node, refresh) }
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
 
-  @usableFromInline func pin() -> (version: UInt64, value: any Sendable) { pinning(hub) }
+  @usableFromInline func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable) {
+    pinning(hub, reader)
+  }
 
-  @usableFromInline var version: UInt64 { versioning(hub) }
+  @usableFromInline func version(for reader: Snapshot.Reader) -> UInt64 { versioning(hub, reader) }
 
   @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { UnsafePointer(bitPattern: wordAddress) }
 

@@ -124,8 +124,30 @@ final class Snapshot {
   /// The values of the computed nodes evaluated so far, by node; nil except while a
   /// deep chain is evaluated.
   @usableFromInline @exclusivity(unchecked) var computed: [ObjectIdentifier: any Sendable]?
+  /// Whose view of the roots the pins take; back to `.calling` when recycled.
+  @usableFromInline @exclusivity(unchecked) var reader = Reader.calling
 
   @usableFromInline init() {}
+
+  /// The thread whose view of the roots a snapshot takes: they differ while a
+  /// transaction is open (Transaction.swift).
+  @usableFromInline
+  enum Reader: Sendable {
+    /// The calling thread, which reads its own transaction's writes.
+    case calling
+    /// A thread that runs no transaction: what every other thread sees while the
+    /// calling thread's transaction is open. For an observer that arrives inside it,
+    /// whose first value must be a state that other threads see too.
+    case outsider
+
+    /// The thread ID that `HubState.visible(to:)` compares with transactions' owners.
+    @inlinable var threadID: UInt {
+      switch self {
+      case .calling: currentThreadID()
+      case .outsider: UInt.max
+      }
+    }
+  }
 
   /// The height above which a chain of computed nodes is evaluated from the bottom up
   /// (``evaluateUpstream(of:)``) rather than by each body calling the one below.
@@ -162,7 +184,7 @@ final class Snapshot {
   @usableFromInline func index(of root: any Root) -> Int {
     let identity = root.identity
     for index in pins.indices where pins[index].identity == identity { return index }
-    let (version, value) = root.pin()
+    let (version, value) = root.pin(for: reader)
     pinnedRoots.append(root)
     pins.append(Pin(root: root, version: version, value: value))
     return pins.count - 1
@@ -195,21 +217,25 @@ final class Snapshot {
   /// (each root's version read again, without its lock where it can be).
   @usableFromInline var isConsistent: Bool {
     if pins.count <= 1 { return true }
-    for index in pins.indices where pins[index].root.versionNow != pins[index].version { return false }
+    for index in pins.indices where pins[index].root.versionNow(for: reader) != pins[index].version { return false }
     return true
   }
 
   /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
   /// between two pins. `evaluate` must pin every root of `roots` first.
   ///
-  /// - Parameter reused: A snapshot to empty and evaluate in (a commit's, whose
-  ///   pin is not needed), recycled afterwards like one taken here; nil to take the
-  ///   thread's spare.
+  /// - Parameters:
+  ///   - reused: A snapshot to empty and evaluate in (a commit's, whose pin is not
+  ///     needed), recycled afterwards like one taken here; nil to take the thread's
+  ///     spare.
+  ///   - reader: Whose view of the roots to take.
   /// - Returns: What `evaluate` returned, and the versions of `roots` it saw.
   @inlinable static func consistent<Result>(
-    of roots: [any Root], reusing reused: Snapshot? = nil, _ evaluate: (Snapshot) -> Result
+    of roots: [any Root], reusing reused: Snapshot? = nil, as reader: Reader = .calling,
+    _ evaluate: (Snapshot) -> Result
   ) -> (Result, Versions) {
     let snapshot = reused ?? Snapshot.make()
+    if case .outsider = reader { snapshot.reader = reader }
     var attempts = 0
     while true {
       snapshot.empty()
@@ -264,6 +290,7 @@ final class Snapshot {
   /// thread has one. The snapshot must not be used afterwards.
   @inlinable func recycle() {
     empty()
+    if case .outsider = reader { reader = .calling }
     let thread = DeliveringThread.current
     if thread.pointee.spareSnapshot == nil { thread.pointee.spareSnapshot = self }
   }

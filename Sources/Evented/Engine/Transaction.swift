@@ -223,10 +223,10 @@ extension HubState {
     return current(&self)
   }
 
-  /// The version that the calling thread reads (see ``visible(to:)``), `current`
-  /// unless it is hidden.
-  @inlinable func visibleVersion(current: UInt64) -> UInt64 {
-    if let record = core?.pointee.transaction, record.hides(from: currentThreadID()), record.earlierValue != nil {
+  /// The version that the thread `me` reads (see ``visible(to:)``), `current` unless
+  /// it is hidden.
+  @inlinable func visibleVersion(to me: UInt, current: UInt64) -> UInt64 {
+    if let record = core?.pointee.transaction, record.hides(from: me), record.earlierValue != nil {
       return record.earlierVersion
     }
     return current

@@ -244,6 +244,66 @@ import Testing
     third?.cancel()
   }
 
+  /// An observer that arrives inside a transaction first receives the state other
+  /// threads see then (the one before the transaction), not a state the derived value
+  /// delivered long before, when nobody observed it: `(5, 5)`, never `(0, 0)`.
+  @Test func transactionWithAnObserverArrivingInsideItStartsFromTheStateBeforeIt() {
+    let x = Property(0)
+    let y = Property(0)
+    let pair = y.combineLatest(x)
+    #expect(pair.value == (0, 0))
+    x.value = 5
+    y.value = 5
+    let seen = Recorder<[Int]>()
+    var subscription: Subscription?
+    transaction {
+      x.value = 6
+      subscription = pair.observe { seen.append([$0.0, $0.1]) }
+      y.value = 6
+    }
+    #expect(seen.values == [[5, 5], [6, 6]])
+    let mapped = x.map { $0 * 10 }
+    #expect(mapped.value == 60)
+    x.value = 7
+    let single = Recorder<Int>()
+    var other: Subscription?
+    transaction {
+      x.value = 8
+      other = mapped.observe { single.append($0) }
+    }
+    #expect(single.values == [70, 80])
+    subscription?.cancel()
+    other?.cancel()
+  }
+
+  /// A derived value made inside a transaction, after part of its writes, starts from
+  /// the state other threads see: its observers never receive the part, and another
+  /// thread never reads it back from what the value remembers.
+  @Test func transactionWithADerivedValueMadeInsideItIsSeenWholeByItsObservers() {
+    let x = Property(0)
+    let y = Property(0)
+    let seen = Recorder<[Int]>()
+    var subscription: Subscription?
+    var made: ReadOnlyProperty<(Int, Int)>?
+    transaction {
+      x.value = 1
+      let pair = y.combineLatest(x)
+      #expect(pair.value == (0, 1))  // the writing thread reads its own write
+      // x and y are written together, so every state other threads see has as many
+      // commits of one as of the other.
+      let remembered = pair.derived?.memo.withLock { $0.map { [$0.versions.first, $0.versions.second] } } ?? []
+      #expect(Set(remembered).count <= 1, "the memo remembers versions \(remembered), a state only this thread saw")
+      subscription = pair.observe { seen.append([$0.0, $0.1]) }
+      made = pair
+      y.value = 1
+    }
+    let values = seen.values
+    #expect(values.allSatisfy { $0[0] == $0[1] }, "\(values)")
+    #expect(values.last == [1, 1])
+    #expect(made.map { $0.value == (1, 1) } == true)
+    subscription?.cancel()
+  }
+
   @Test func transactionWritingAnArrayAndAPropertyIsSeenWholeByADerivedObserver() {
     let items = ArrayProperty<Int>([])
     let count = Property(0)
