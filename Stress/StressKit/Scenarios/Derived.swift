@@ -31,7 +31,9 @@
 //   by the writer between its writes of `inA` and `inB`, only reads `(n, n)` on other
 //   threads (a state computed inside a transaction is never remembered for them), and
 //   an observer of `inA.combineLatest(inB.map { $0 })` arriving there does not make it
-//   deliver the writer's view to the others;
+//   deliver the writer's view to the others; an observer of `inA.map { $0 }`, observed
+//   only there, first receives at least the state before the transaction, and a
+//   `combineLatest` made there only delivers `(n, n)`;
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -245,6 +247,7 @@ let derived = Scenario(
   let wholeWithArray = inItems.readOnly.map { $0[0] }.combineLatest(inB)
   let aAlone = inA.map { $0 }
   let reversed = inB.combineLatest(inA)  // roots: inB, then inA, which is written first
+  let rarelyObserved = inA.map { $0 }  // observed only inside some transactions
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
@@ -318,7 +321,8 @@ let derived = Scenario(
         // The one writer of `inA` and `inB`, always together.
         written += 1
         worker.at(.write)
-        transaction {
+        let firstSeen = Atomic<Int>(-1)
+        let (late, madeObserver) = transaction { () -> (Subscription?, Subscription?) in
           inItems[0] = written
           inA.value = written
           if aAlone.value != written {
@@ -328,9 +332,29 @@ let derived = Scenario(
           if own.1 != written { run.violation("the transaction's writer read \(own) back through a pair") }
           // An observer arriving here must not make `whole` commit this thread's view.
           let arriving = written % 4 == 0 ? whole.observe { _ in } : nil
+          // Nor start from an old state, or from this thread's view of a value made here.
+          let late =
+            written % 4 == 1
+            ? rarelyObserved.observe { value in
+              _ = firstSeen.compareExchange(expected: -1, desired: value, ordering: .relaxed)
+            }
+            : nil
+          let made = written % 4 == 2 ? inB.combineLatest(inA) : nil
+          let madeObserver = made?.observe { pair in
+            if pair.0 != pair.1 {
+              run.violation("a combineLatest made inside a transaction delivered \(pair): part of it")
+            }
+          }
           spin(microseconds: 5)  // widens the window in which only `inItems` and `inA` are written
           inB.value = written
           arriving?.cancel()
+          return (late, madeObserver)
+        }
+        late?.cancel()
+        madeObserver?.cancel()
+        let first = firstSeen.load(ordering: .relaxed)
+        if late != nil, first < written - 1 {
+          run.violation("an observer arriving inside transaction \(written) first received \(first), an older state")
         }
       } else if worker.index > 2 && roll < 5 {
         worker.at(.read)
