@@ -24,6 +24,10 @@
 //   `HubState.mayHideBit`, set under the lock from a transaction's first write to the
 //   source until the end of the last open transaction that wrote it; then it reads
 //   the version under the lock, where the record decides.
+// - A derived value made, or observed for the first time, inside a transaction that
+//   wrote one of its roots takes the state every other thread sees (a snapshot as
+//   `Snapshot.Reader.outsider`), never this thread's view, which holds part of the
+//   transaction.
 
 import Synchronization
 
