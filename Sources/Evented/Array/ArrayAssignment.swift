@@ -114,7 +114,7 @@ extension ArrayProperty {
       token.unlock()
       return true
     }
-    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
+    let isTransactional = transactionsBegun.load(ordering: .relaxed) && store.pointee.noteArrayCommit(to: hub)
     // `new` is its caller's too: the store is shared. The old array is released after
     // unlocking.
     var old = new
@@ -122,7 +122,7 @@ extension ArrayProperty {
     store.pointee.stored.version &+= 1
     store.pointee.stored.exposure.isShared = true
     if let recipients = store.pointee.recipientsOfCommit() {
-      let changeset = ArrayChangeset(changes: changes, array: new)
+      let changeset = ArrayChangeset(changes: changes, array: new, isTransactional: isTransactional)
       hub.commit(token, to: recipients) { _ in changeset }
     } else {
       token.unlock()

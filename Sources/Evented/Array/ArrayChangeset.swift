@@ -64,6 +64,10 @@ public struct ArrayChangeset<Element> {
   public let changes: [ArrayChange<Element>]
   /// The array after the changes.
   public let array: [Element]
+  /// Whether the changes were committed inside a transaction: then a derived value
+  /// never takes them as a state of their own (Transaction.swift). Not part of the
+  /// changeset's value: equality and hashing ignore it.
+  @usableFromInline let isTransactional: Bool
 
   /// Creates a changeset.
   ///
@@ -73,8 +77,14 @@ public struct ArrayChangeset<Element> {
   ///   - array: The array that applying `changes` to the previous array yields. The
   ///     summaries ``removals`` and ``insertions`` assume it is.
   public init(changes: [ArrayChange<Element>], array: [Element]) {
+    self.init(changes: changes, array: array, isTransactional: false)
+  }
+
+  /// A changeset of a commit, made inside a transaction or not.
+  @inlinable init(changes: [ArrayChange<Element>], array: [Element], isTransactional: Bool) {
     self.changes = changes
     self.array = array
+    self.isTransactional = isTransactional
   }
 
   /// Applies ``changes`` in order to `array`.
@@ -294,5 +304,15 @@ public struct ArrayChangeset<Element> {
 }
 
 extension ArrayChangeset: Sendable where Element: Sendable {}
-extension ArrayChangeset: Equatable where Element: Equatable {}
-extension ArrayChangeset: Hashable where Element: Hashable {}
+extension ArrayChangeset: Equatable where Element: Equatable {
+  public static func == (lhs: Self, rhs: Self) -> Bool {
+    lhs.changes == rhs.changes && lhs.array == rhs.array
+  }
+}
+
+extension ArrayChangeset: Hashable where Element: Hashable {
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(changes)
+    hasher.combine(array)
+  }
+}

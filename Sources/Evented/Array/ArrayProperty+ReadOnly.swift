@@ -90,7 +90,7 @@ final class ArrayRoot<Element: Sendable>: Root {
     let entry = RootEntry<ArrayChangeset<Element>>(node: node) { [self] owner, changeset in
       let committed = version.add(1, ordering: .relaxed).newValue
       // A commit of a transaction is never a state of its own (Transaction.swift).
-      let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
+      let isPartial = transactionsBegun.load(ordering: .relaxed) && changeset.isTransactional
       Snapshot.ofCommit(of: self, version: committed, value: changeset.array, isPartial: isPartial) {
         refresh(owner, $0)
       }

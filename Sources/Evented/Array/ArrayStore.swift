@@ -103,7 +103,7 @@ extension ArrayProperty {
     // Nobody can subscribe or cancel while the lock is held: the recipients found now
     // are those of the commit.
     let recipients = store.pointee.recipientsOfCommit()
-    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
+    let isTransactional = transactionsBegun.load(ordering: .relaxed) && store.pointee.noteArrayCommit(to: hub)
     var batch = Batch(taking: &store.pointee.stored, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
     let outcome: Outcome
     do throws(Failure) {
@@ -116,7 +116,8 @@ extension ArrayProperty {
     }
     let leftover = batch.finish(into: &store.pointee.stored)
     if leftover.changed, let recipients {
-      let changeset = ArrayChangeset(changes: leftover.changes, array: store.pointee.stored.share())
+      let changeset = ArrayChangeset(
+        changes: leftover.changes, array: store.pointee.stored.share(), isTransactional: isTransactional)
       hub.commit(token, to: recipients) { _ in changeset }
     } else {
       token.unlock()
@@ -207,7 +208,9 @@ extension HubState {
   /// Records a commit about to be made to an array, for transactions
   /// (Transaction.swift): the first write of a transaction keeps the array as it was,
   /// shared, so that the write copies it instead of changing it in place.
-  @inlinable mutating func noteArrayCommit<Element: Sendable>(to hub: Hub<Message, Stored>)
+  ///
+  /// - Returns: Whether the commit is made inside a transaction.
+  @discardableResult @inlinable mutating func noteArrayCommit<Element: Sendable>(to hub: Hub<Message, Stored>) -> Bool
   where Stored == ArrayStore<Element> {
     noteCommit(to: hub, at: stored.version) { $0.stored.share() }
   }

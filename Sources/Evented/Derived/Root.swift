@@ -54,9 +54,6 @@ extension Root {
 @usableFromInline
 final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline let hub: Hub<Message, Stored>
-  /// The value a message commits, boxed (nil for a root that is only read, never
-  /// notified). Boxed by the closure, so that a large value is not copied on the way.
-  @usableFromInline let committedValue: (@Sendable (Message) -> any Sendable)?
 
   /// The hooks of a lazy property: a derived value following it counts as its observer.
   @usableFromInline let lazy: LazyHooks?
@@ -71,15 +68,25 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// code, finding it looks up the state's type and the field's offset). An address,
   /// so that the root stays `Sendable`: the word is atomic and lives with `hub`.
   @usableFromInline let wordAddress: UInt
-  /// ``notify(_:_:)``, made the same way: its handler runs for every commit.
+  /// ``notify(_:_:)``, made by the initializer of a property's root (its handler runs
+  /// for every commit); nil for a root that is only read, never notified.
   @usableFromInline let notifying:
-    @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
+    (@Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore)?
+
+  /// A root that is only read (pinned), never notified.
+  @inlinable convenience init(reading hub: Hub<Message, Stored>) {
+    self.init(hub, notifying: nil)
+  }
 
   @inlinable init(
-    _ hub: Hub<Message, Stored>, committedValue: (@Sendable (Message) -> any Sendable)?, lazy: LazyHooks? = nil
+    _ hub: Hub<Message, Stored>,
+    notifying: (
+      @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
+    )?,
+    lazy: LazyHooks? = nil
   ) {
     self.hub = hub
-    self.committedValue = committedValue
+    self.notifying = notifying
     self.lazy = lazy
     pinning = { hub, reader in
       let me = reader.threadID
@@ -90,7 +97,6 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
       return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.version) }
     }
     wordAddress = UInt(bitPattern: hub.versionWord)
-    notifying = { root, node, refresh in root.subscribe(node, refresh) }
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
@@ -106,32 +112,30 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {
-    notifying(self, node, refresh)
-  }
-
-  /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
-  @inlinable func subscribe(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
-  ) -> SubscriptionCore {
-    guard let committedValue else { fatalError("Evented: a root without a committed value was notified") }
-    // Every commit after the subscription bumps the version by one and reaches this
-    // subscription, in commit order: counting them gives each one's version.
-    let version = Atomic<UInt64>(0)
-    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, message in
-      let committed = version.add(1, ordering: .relaxed).newValue
-      // A commit of a transaction is never a state of its own (Transaction.swift).
-      let isPartial = transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed)
-      Snapshot.ofCommit(of: self, version: committed, value: committedValue(message), isPartial: isPartial) {
-        refresh(owner, $0)
-      }
-    }
-    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
-    return entry
+    guard let notifying else { fatalError("Evented: a root that is only read was notified") }
+    return notifying(self, node, refresh)
   }
 }
 
 extension HubRoot where Message == Update<Stored> {
+  /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
+  @inlinable func subscribe(
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+  ) -> SubscriptionCore {
+    // Every commit after the subscription bumps the version by one and reaches this
+    // subscription, in commit order: counting them gives each one's version.
+    let version = Atomic<UInt64>(0)
+    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, update in
+      let committed = version.add(1, ordering: .relaxed).newValue
+      // A commit of a transaction is never a state of its own (Transaction.swift).
+      let isPartial = transactionsBegun.load(ordering: .relaxed) && update.isTransactional
+      Snapshot.ofCommit(of: self, version: committed, value: update.new, isPartial: isPartial) { refresh(owner, $0) }
+    }
+    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
+    return entry
+  }
+
   /// Subscribes `node`, a map of this property by `transform`, to every commit: each
   /// commit's value is computed from the commit itself and committed to the node
   /// (``DerivedProperty/commitDirect(_:version:)``), unless it was made inside a
@@ -141,11 +145,10 @@ extension HubRoot where Message == Update<Stored> {
   ) -> SubscriptionCore {
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let hub = self.hub
     let entry = RootEntry<Message>(node: node, keeping: lazyToken) { owner, update in
       let committed = version.add(1, ordering: .relaxed).newValue
       let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
-      if transactionsBegun.load(ordering: .relaxed) && hub.isTransactional(committed) { return node.refresh() }
+      if update.isTransactional { return node.refresh() }
       node.commitDirect(transform(update.new), version: committed)
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
@@ -225,6 +228,6 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 extension HubRoot where Message == Update<Stored> {
   /// The root of a property's hub.
   @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
-    self.init(hub, committedValue: { $0.new }, lazy: lazy)
+    self.init(hub, notifying: { root, node, refresh in root.subscribe(node, refresh) }, lazy: lazy)
   }
 }

@@ -194,7 +194,7 @@ final class Snapshot {
   @inlinable func read<Message, Value: Sendable>(_ hub: Hub<Message, Value>) -> Value {
     let identity = ObjectIdentifier(hub.storage)
     for index in pins.indices where pins[index].identity == identity { return unbox(pins[index].value) }
-    return unbox(pins[index(of: HubRoot(hub, committedValue: nil))].value)
+    return unbox(pins[index(of: HubRoot(reading: hub))].value)
   }
 
   /// The versions of `roots` in this snapshot, pinning those not read yet.

@@ -25,9 +25,12 @@ extension Hub {
       token.unlock()
       return false
     }
+    let isTransactional: Bool
     if transactionsBegun.load(ordering: .relaxed) {
-      token.state.pointee.noteCommit(to: self)
+      isTransactional = token.state.pointee.noteCommit(to: self)
       HubState.publishHiding(token.state)
+    } else {
+      isTransactional = false
     }
     HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
@@ -38,7 +41,7 @@ extension Hub {
     }
     commit(token, to: recipients, inPass: inPass) { stored in
       defer { stored = next }
-      return Update(old: stored, new: next, isInitial: false)
+      return Update(old: stored, new: next, isInitial: false, isTransactional: isTransactional)
     }
     return true
   }

@@ -14,8 +14,9 @@
 //   wrote, from the now whole state; the deliveries of its commits that reach those
 //   values afterwards (or reached them before, on another thread) find no later state
 //   and deliver nothing. A commit made inside a transaction is never computed as the
-//   state it made alone (the one-root shortcuts of Root.swift): the record keeps the
-//   range of versions a transaction made.
+//   state it made alone (the one-root shortcuts of Root.swift): its message says it
+//   was made inside one (`Update.isTransactional`, `ArrayChangeset.isTransactional`),
+//   decided under the lock as it is committed, however late it is delivered.
 // - A write made by a thread outside the transaction to a property the transaction
 //   wrote ends the hiding for that property at once, so that the writing thread reads
 //   its own write through every derived value.
@@ -57,8 +58,6 @@ final class TransactionRecord {
   /// they have all ended.
   @usableFromInline let earlierVersion: UInt64
   @usableFromInline @exclusivity(unchecked) var earlierValue: (any Sendable)?
-  /// The version of the last commit a transaction of `marks` made.
-  @usableFromInline @exclusivity(unchecked) var lastVersion: UInt64
   /// Set by a write from outside the transactions: the earlier state is no longer
   /// shown to anyone.
   @usableFromInline @exclusivity(unchecked) var isRevealed = false
@@ -67,7 +66,6 @@ final class TransactionRecord {
     marks = [mark]
     self.earlierVersion = earlierVersion
     self.earlierValue = earlierValue
-    lastVersion = earlierVersion
   }
 
   /// Whether a transaction of `marks` is still open.
@@ -88,11 +86,6 @@ final class TransactionRecord {
       open = true
     }
     return open
-  }
-
-  /// Whether the commit with `version` was made by a transaction of `marks`.
-  @usableFromInline func made(_ version: UInt64) -> Bool {
-    earlierVersion < version && version <= lastVersion
   }
 }
 
@@ -179,8 +172,9 @@ extension HubState where Stored: Sendable {
   /// Records a commit about to be made from `stored`: by the calling thread's
   /// transaction, if it runs one; otherwise ends any hiding of this source.
   ///
-  /// - Returns: The record to add to the transaction's written sources, if it is new.
-  @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) {
+  /// - Returns: Whether the commit is made inside a transaction, which its message
+  ///   says, so that derived values never take it as a state of its own.
+  @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) -> Bool {
     noteCommit(to: hub, at: version) { $0.stored }
   }
 
@@ -194,27 +188,26 @@ extension HubState where Stored: Sendable {
 extension HubState {
   /// ``noteCommit(to:)`` for a source whose version is `current` and whose value,
   /// before the commit, `earlier` shares (an array's store counts its own versions).
-  @inlinable mutating func noteCommit(
+  @discardableResult @inlinable mutating func noteCommit(
     to hub: Hub<Message, Stored>, at current: UInt64, earlier: (inout Self) -> any Sendable
-  ) {
+  ) -> Bool {
     guard let transaction = DeliveringThread.existing?.pointee.transaction else {
       // A write from outside: the writer must read it through derived values. The record
       // stays, so that its earlier value is released by the transaction's end, outside
       // the lock, never here.
       if let core, let record = core.pointee.transaction, record.isOpen { record.isRevealed = true }
-      return
+      return false
     }
     let core = existingCore()
     if let record = core.pointee.transaction, record.isOpen {
       if !record.marks.contains(where: { $0 === transaction.mark }) { record.marks.append(transaction.mark) }
-      record.lastVersion = current &+ 1
     } else {
-      let record = TransactionRecord(transaction.mark, earlierVersion: current, earlierValue: earlier(&self))
-      record.lastVersion = current &+ 1
-      core.pointee.transaction = record
+      core.pointee.transaction = TransactionRecord(
+        transaction.mark, earlierVersion: current, earlierValue: earlier(&self))
     }
     let key = ObjectIdentifier(hub.storage)
     transaction.written.insert(key) { WrittenHub(hub) }
+    return true
   }
 
   /// ``visible(to:)`` for a source whose version and value `current` reads.
@@ -271,14 +264,6 @@ final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
     token.unlock()
     _ = earlier  // released after unlocking
     return nodes
-  }
-}
-
-extension Hub {
-  /// Whether the commit with `version` was made inside a transaction (so that a derived
-  /// value computes the whole state instead of the one it made alone).
-  @inlinable func isTransactional(_ version: UInt64) -> Bool {
-    storage.withLock { state in state.core?.pointee.transaction?.made(version) ?? false }
   }
 }
 

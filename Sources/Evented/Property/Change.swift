@@ -25,18 +25,27 @@ extension Change: Equatable where Value: Equatable {}
 extension Change: Hashable where Value: Hashable {}
 
 /// What a property's hub delivers: one committed change, or the current value replayed
-/// to a new subscription (`isInitial`, with `old` equal to `new`).
+/// to a new subscription (`isInitial`, with `old` equal to `new`). A change made inside
+/// a transaction says so (`isTransactional`): it is never a state of its own for a
+/// derived value (Transaction.swift).
 @usableFromInline
 struct Update<Value: Sendable>: Sendable {
   // `new` comes first: at offset 0 it is reached without the type's metadata, which
   // the unspecialized handler call of a property subscription would otherwise look up.
   @usableFromInline let new: Value
   @usableFromInline let old: Value
-  @usableFromInline let isInitial: Bool
+  /// `isInitial` and `isTransactional`, in one byte, so that a message copies as few
+  /// fields as before the second flag.
+  @usableFromInline let flags: UInt8
 
-  @inlinable init(old: Value, new: Value, isInitial: Bool) {
+  @inlinable init(old: Value, new: Value, isInitial: Bool, isTransactional: Bool = false) {
     self.old = old
     self.new = new
-    self.isInitial = isInitial
+    flags = (isInitial ? 1 : 0) | (isTransactional ? 2 : 0)
   }
+
+  /// The current value replayed to a new subscription, not a change.
+  @inlinable var isInitial: Bool { flags & 1 != 0 }
+  /// A change made inside a transaction.
+  @inlinable var isTransactional: Bool { flags & 2 != 0 }
 }

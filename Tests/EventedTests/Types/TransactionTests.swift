@@ -304,6 +304,110 @@ import Testing
     subscription?.cancel()
   }
 
+  /// A transaction whose array change commits nothing (a `popLast` of an empty array,
+  /// a batch that throws) makes no commit a transaction's: the next ones, made outside
+  /// it by a thread with nobody else delivering, each reach the array's view as a state.
+  @Test func transactionThatCommitsNothingToAnArrayLeavesItsLaterCommitsStatesOfTheirOwn() {
+    struct Stop: Error {}
+    let attempts: [(ArrayProperty<Int>) -> Void] = [
+      { items in transaction { _ = items.popLast() } },
+      { items in
+        transaction {
+          _ = try? items.batch { (array: inout ArrayProperty<Int>.Batch) throws(Stop) in
+            array.append(9)
+            throw Stop()
+          }
+        }
+      },
+    ]
+    for attempt in attempts {
+      let items = ArrayProperty<Int>([])
+      let seen = Recorder<[Int]>()
+      let subscription = items.readOnly.observe { seen.append($0) }
+      attempt(items)
+      let trigger = Property(0)
+      let writer = trigger.observe { value in
+        guard value == 1 else { return }
+        items.append(1)
+        items.append(2)
+      }
+      trigger.value = 1
+      #expect(seen.values == [[], [1], [1, 2]])
+      subscription.cancel()
+      writer.cancel()
+    }
+  }
+
+  /// A transaction's commits delivered late, by a thread that was delivering before it
+  /// began, after the next transaction on the same property began: they are still the
+  /// transaction's, and a map never takes its first write as a state of its own.
+  @Test func transactionDeliveredAfterTheNextOneBeganIsNeverSeenInPartByAMap() {
+    let x = Property(0)
+    let delivererInside = Gate()
+    let holdDeliverer = Gate()
+    let firstRefreshing = Gate()
+    let releaseFirst = Gate()
+    let secondWrote = Gate()
+    let releaseSecond = Gate()
+    let armed = Atomic<Bool>(false)
+    let held = x.observe { value in  // subscribed first: the deliverer waits here
+      if value == 10 {
+        delivererInside.open()
+        holdDeliverer.wait()
+      }
+    }
+    let mapped = x.map { value -> Int in
+      if armed.exchange(false, ordering: .acquiringAndReleasing) {  // the first transaction's end
+        firstRefreshing.open()
+        releaseFirst.wait()
+      }
+      return value
+    }
+    let seen = Recorder<Int>()
+    let subscription = mapped.observe { seen.append($0) }
+    let deliverer = Spawned { x.value = 10 }
+    #expect(delivererInside.wait())
+    let first = Spawned {
+      transaction {
+        x.value = 1
+        x.value = 2
+        armed.store(true, ordering: .releasing)
+      }
+    }
+    #expect(firstRefreshing.wait())  // ended; refreshing `mapped` from the whole state
+    let second = Spawned {
+      transaction {
+        x.value = 3
+        secondWrote.open()
+        releaseSecond.wait()
+      }
+    }
+    #expect(secondWrote.wait())
+    holdDeliverer.open()
+    #expect(deliverer.join())
+    releaseFirst.open()
+    #expect(first.join())
+    releaseSecond.open()
+    #expect(second.join())
+    #expect(seen.wait { $0.last == 3 })
+    #expect(!seen.values.contains(1), "\(seen.values)")
+    subscription.cancel()
+    held.cancel()
+  }
+
+  /// A changeset committed inside a transaction is equal to, and hashes as, the same
+  /// changes made outside one: that it was made there is not part of its value.
+  @Test func transactionChangesetEqualsTheSameChangesMadeOutsideOne() {
+    let items = ArrayProperty<Int>([])
+    let log = Recorder<ArrayChangeset<Int>>()
+    let subscription = items.observeChanges { log.append($0) }
+    transaction { items.append(1) }
+    let expected = ArrayChangeset(changes: [.insert(index: 0, element: 1)], array: [1])
+    #expect(log.values == [expected])
+    #expect(Set(log.values + [expected]).count == 1)
+    subscription.cancel()
+  }
+
   @Test func transactionWritingAnArrayAndAPropertyIsSeenWholeByADerivedObserver() {
     let items = ArrayProperty<Int>([])
     let count = Property(0)
