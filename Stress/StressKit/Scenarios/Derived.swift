@@ -34,6 +34,9 @@
 //   deliver the writer's view to the others; an observer of `inA.map { $0 }`, observed
 //   only there, first receives at least the state before the transaction, and a
 //   `combineLatest` made there only delivers `(n, n)`;
+// - `twice.map { $0 }`, where threads write `twice` only in transactions that write an
+//   odd value and then an even one, only delivers even values, however late another
+//   thread delivers the transactions' commits;
 // - at every checkpoint and at the end, the last value each subscription saw equals
 //   the derived `value`;
 // - at the end, the sources' observer counts are back to the permanent derived values
@@ -248,10 +251,15 @@ let derived = Scenario(
   let aAlone = inA.map { $0 }
   let reversed = inB.combineLatest(inA)  // roots: inB, then inA, which is written first
   let rarelyObserved = inA.map { $0 }  // observed only inside some transactions
+  let twice = Property(0)  // written only by transactions that write it twice: odd, then even
+  let twiceMapped = twice.map { $0 }
   let followed = selector.flatMapLatest { targets[$0] }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
   let anchor = DerivedAnchor()
+  twiceMapped.observe(with: anchor) { _, value in
+    if value % 2 != 0 { run.violation("a map of a property written twice per transaction delivered \(value)") }
+  }
   let queue = DispatchQueue(label: "stress.derived", attributes: .concurrent)
 
   var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = []
@@ -315,6 +323,7 @@ let derived = Scenario(
     var temporary: [(ReadOnlyProperty<Int>, Subscription?)] = []
     var sent = 0
     var written = 0
+    var twiceWritten = 0
     while worker.proceed() {
       let roll = worker.thread.random.below(100)
       if worker.index == 2 && roll < 30 {
@@ -378,9 +387,11 @@ let derived = Scenario(
         worker.at(.subscribe)
         let late = inA.observe { _ in spin(microseconds: 20) }
         let lateArray = inItems.observe { _ in spin(microseconds: 20) }
+        let lateTwice = twice.observe { _ in spin(microseconds: 20) }
         worker.at(.cancel)
         late.cancel()
         lateArray.cancel()
+        lateTwice.cancel()
       } else if worker.index == 0 && roll < 30 {
         // The one writer of `first` and `second`, in program order.
         written += 1
@@ -419,6 +430,16 @@ let derived = Scenario(
         let state = diamond.value
         if state.0 != 2 * (state.1 - 1) || state.1 - 1 < commit {
           run.violation("after modify returned \(commit), the diamond read \(state)")
+        }
+      } else if roll < 40 {
+        // Transactions on several threads, each writing `twice` an odd value, then an
+        // even one: the odd one is never a state of its own.
+        twiceWritten += 1
+        let even = (worker.index * stride + twiceWritten) * 2
+        worker.at(.write)
+        transaction {
+          twice.value = even + 1
+          twice.value = even + 2
         }
       } else if roll < 50 {
         worker.at(.modify)
