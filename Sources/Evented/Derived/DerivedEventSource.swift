@@ -8,7 +8,9 @@
 // so its observers receive events in each source's commit order, with the usual
 // promises of a hub. A forward never waits inside the handler; when the node's backlog
 // is full, the source's deliverer waits for the room after the handler has returned,
-// so the node's backlog stays within its limit plus one event per such thread.
+// so the node's backlog stays within its limit plus one event per such thread. Its
+// limit is its source's (the smallest of a merge's sources'), so that a derived source
+// stays within the bound its source was given.
 // Observers keep the node alive (it is the anchor their handlers capture), and the
 // node keeps its sources alive; when the last reference and the last subscription
 // go, the node deinitializes and ends its subscriptions to the sources.
@@ -16,14 +18,17 @@
 /// The engine of one derived event source.
 @usableFromInline
 final class DerivedEventSource<Event: Sendable>: Sendable {
-  @usableFromInline let hub = Hub<Event, Void>.make(())
+  /// The node's observers and their deliveries, bounded by the smallest backlog limit
+  /// of the sources: a derived source stays within its sources' own bound.
+  @usableFromInline let hub: Hub<Event, Void>
   /// The node's own subscriptions to its sources.
   @usableFromInline let links = Lock.make([SubscriptionCore]())
   /// The sources, kept alive by the node.
   @usableFromInline let sources: [any Sendable]
 
-  @usableFromInline init(sources: [any Sendable]) {
+  @usableFromInline init(sources: [any Sendable], backlogLimit: Int) {
     self.sources = sources
+    hub = Hub.make((), backlogLimit: backlogLimit)
   }
 
   deinit {
@@ -135,7 +140,7 @@ extension EventSourceProtocol {
 
   @inlinable func derived<T: Sendable>(_ transform: @escaping @Sendable (Event) -> T?) -> ReadOnlyEventSource<T> {
     let source = readOnly
-    let node = DerivedEventSource<T>(sources: [source])
+    let node = DerivedEventSource<T>(sources: [source], backlogLimit: source.hub.backlogLimit)
     node.link(to: source) { node, event in
       if let result = transform(event) { node.hub.forward(result) } else { node.hub.scanForDeadOwners() }
     }
@@ -160,7 +165,8 @@ extension Collection where Element: EventSourceProtocol {
   ///   subscription to it keeps it alive.
   @inlinable public func merge() -> ReadOnlyEventSource<Element.Event> {
     let sources = map { $0.readOnly }
-    let node = DerivedEventSource<Element.Event>(sources: sources)
+    let limit = sources.map(\.hub.backlogLimit).min() ?? defaultBacklogLimit
+    let node = DerivedEventSource<Element.Event>(sources: sources, backlogLimit: limit)
     for source in sources {
       node.link(to: source) { node, event in node.hub.forward(event) }
     }

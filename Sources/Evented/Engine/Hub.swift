@@ -39,6 +39,12 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     return Hub(storage: .make(HubStorage.self, HubState(stored: stored, backlogLimit: backlogLimit)))
   }
 
+  /// The most undelivered messages a subscription holds before a writer waits for room
+  /// (``make(_:backlogLimit:)``).
+  @usableFromInline var backlogLimit: Int {
+    storage.withLock { $0.core?.pointee.queue.backlogLimit ?? defaultBacklogLimit }
+  }
+
   @usableFromInline init(storage: HubStorage<Message, Stored>) {
     self.storage = storage
   }

@@ -117,6 +117,36 @@ import Testing
     subscription.cancel()
   }
 
+  /// A source made with a small backlog limit keeps it through `map` and `merge`:
+  /// events sent and not yet handled by a slow queue observer of the derived source
+  /// stay within a few times that limit, not the default one.
+  @Test func boundedADerivedSourceKeepsTheBacklogLimitOfItsSource() {
+    let limit = 8
+    let small = EventSource<Int>(backlogLimit: limit)
+    let other = EventSource<Int>()
+    let derived = [small.map { $0 }, small.map { $0 }.filter { _ in true }, small.merge(with: other)]
+    for source in derived {
+      let sent = Atomic<Int>(0)
+      let handled = Atomic<Int>(0)
+      let peakUnhandled = Atomic<Int>(0)
+      let subscription = source.observe(on: .queue(DispatchQueue(label: "slow"))) { _ in
+        work(microseconds: 20)
+        handled.add(1, ordering: .relaxed)
+      }
+      #expect(
+        onThreads(2) { _ in
+          for step in 0..<500 {
+            small.send(step)
+            let unhandled = sent.add(1, ordering: .relaxed).newValue - handled.load(ordering: .relaxed)
+            peakUnhandled.max(unhandled, ordering: .relaxed)
+          }
+        })
+      #expect(eventually { handled.load(ordering: .relaxed) == 1_000 })
+      #expect(peakUnhandled.load(ordering: .relaxed) <= 4 * limit + 4)
+      subscription.cancel()
+    }
+  }
+
   @Test func boundedTwoMergesOfTheSameSourcesNeverWaitForEachOther() {
     // Each source's thread forwards to both merges, in opposite orders, while the other
     // thread may be delivering one of them: waiting for room inside a handler could
