@@ -191,6 +191,11 @@ extension DerivedProperty: ObservedNode {
     _ = hub.liveCount
   }
 
+  @usableFromInline func observerEnded() {
+    guard body != nil else { return }
+    _ = unlinkIfUnobserved()
+  }
+
   @usableFromInline func refreshLatest() {
     guard body != nil, links.withLock({ $0.isLinked }) else { return }
     refreshing.unsafelyUnwrapped(self)

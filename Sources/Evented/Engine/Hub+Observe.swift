@@ -106,6 +106,10 @@ extension Hub {
     owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
     _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
+    let node = anchor as? any ObservedNode
+    // A derived value's observer keeps the node through an `ObserverAnchor`, which tells
+    // the node when the observer's handler is released (its subscription ended).
+    let anchor: (any AnyObject & Sendable)? = node.map { ObserverAnchor($0) } ?? anchor
     let entry: Entry<Message>
     switch ownership {
     case .owner(let owner):
@@ -140,7 +144,6 @@ extension Hub {
       }
     }
     let subscription = Subscription(core: entry)
-    let node = anchor as? any ObservedNode
     node?.willObserve()
     subscribe(entry, replay: replay)
     node?.didObserve()
@@ -166,4 +169,23 @@ protocol ObservedNode: AnyObject, Sendable {
   /// Commits the latest state of the node's roots, if it is later than the one it
   /// delivered last (for the end of a transaction). Call with no lock held.
   func refreshLatest()
+  /// Called when an observer's handler is released: stops following the roots if no
+  /// observer is left or arriving, so that a lazy root stops at the last `cancel()`.
+  /// Call with no lock held.
+  func observerEnded()
+}
+
+/// What a derived value's observer keeps alive: the node. Released with the observer's
+/// handler, outside every lock, when its subscription ends; then it tells the node.
+@usableFromInline
+final class ObserverAnchor: Sendable {
+  @usableFromInline let node: any ObservedNode
+
+  @usableFromInline init(_ node: any ObservedNode) {
+    self.node = node
+  }
+
+  deinit {
+    node.observerEnded()
+  }
 }

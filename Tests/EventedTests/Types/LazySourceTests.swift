@@ -48,6 +48,32 @@ private final class HookLog: Sendable {
     #expect(hooks.log == "+-+-")
   }
 
+  /// A lazy property read only through derived values stops at the `cancel()` of their
+  /// last observer, without waiting for the property to be written or counted.
+  @Test func lastObserverOfADerivedValueGoneStopsItsLazyRootAtCancel() {
+    let hooks = HookLog()
+    let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    let doubled = level.map { $0 * 2 }
+    let pair = level.combineLatest(doubled)
+    let first = doubled.observe { _ in }
+    #expect(hooks.log == "+")
+    first.cancel()
+    #expect(hooks.log == "+-")
+    let second = pair.observe { _ in }
+    let third = doubled.observe { _ in }
+    #expect(hooks.log == "+-+")
+    second.cancel()
+    #expect(hooks.log == "+-+")
+    third.cancel()
+    #expect(hooks.log == "+-+-")
+    var once: Subscription? = doubled.observeOnce { _ in }
+    #expect(hooks.log == "+-+-+")
+    level.value = 1  // the once-only observer runs, and its handler is released
+    #expect(hooks.log == "+-+-+-")
+    once = nil
+    _ = once
+  }
+
   @Test func everyKindOfSubscriptionCounts() async {
     let hooks = HookLog()
     let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
