@@ -94,24 +94,17 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return !isDone }
     if !hasOwner { return false }
-    submit(message, to: target)
-    return true
-  }
-
-  /// Submits `message` to the subscription's queue, or, for a derived value's
-  /// subscription, to its coalescing slot. Out of line, so that the inline path of a
-  /// delivery, which every synchronous subscription takes, stays small.
-  @inlinable @inline(never)
-  final func submit(_ message: Message, to target: DeliveryTarget) where Message: Sendable {
     if let slot = target.coalescing.load() {
       // Set only on a derived value's subscriptions, for their own message type.
-      return unsafeDowncast(slot, to: CoalescingSlot<Message>.self).deliver(message, to: self, through: target)
+      unsafeDowncast(slot, to: CoalescingSlot<Message>.self).deliver(message, to: self, through: target)
+      return true
     }
     target.submit {
       let thread = DeliveringThread.enter()
       _ = self.run(message, me: currentThreadID())
       DeliveringThread.exit(thread)
     }
+    return true
   }
 }
 
