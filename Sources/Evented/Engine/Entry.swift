@@ -94,11 +94,6 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return !isDone }
     if !hasOwner { return false }
-    if let slot = target.coalescing.load() {
-      // Set only on a derived value's subscriptions, for their own message type.
-      unsafeDowncast(slot, to: CoalescingSlot<Message>.self).deliver(message, to: self, through: target)
-      return true
-    }
     target.submit {
       let thread = DeliveringThread.enter()
       _ = self.run(message, me: currentThreadID())

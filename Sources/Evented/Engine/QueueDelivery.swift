@@ -11,13 +11,6 @@
 // mutex from the count as it is then; every crossing re-evaluates, so the last one
 // always leaves the set right.
 //
-// A derived value's commits are made by its roots' deliverers, which never wait. So a
-// queue subscription to a derived value coalesces instead (`CoalescingSlot`): once its
-// target holds the limit of submissions, the next update waits in the slot, with one
-// submission to run it, and every update after it merges into it (the old value of the
-// first, the new value of the last) until that submission takes it. The subscription
-// then holds at most the limit plus one update, however fast the roots change.
-//
 // Who waits: a thread that may wait for room (not delivering, not in a handler), and
 // only for targets whose queue is not the one it runs on: a block running on `q` (or
 // on a queue that targets `q`), or the main thread for `.main`, never waits for `q`'s
@@ -39,9 +32,6 @@ final class DeliveryTarget: Sendable {
   @usableFromInline let pending = Atomic<Int>(0)
   /// The pressure of the source, attached when the subscription is added.
   @usableFromInline let pressure = AtomicLazyReference<QueuePressure>()
-  /// A derived value's subscription: where updates beyond the limit merge
-  /// (``CoalescingSlot``), attached before the subscription is added.
-  @usableFromInline let coalescing = AtomicLazyReference<CoalescingSlotBase>()
 
   /// A serial target for `delivery`, or nil to run inline.
   @inlinable convenience init?(_ delivery: Delivery) {
@@ -53,11 +43,6 @@ final class DeliveryTarget: Sendable {
   @usableFromInline init(base: DispatchQueue) {
     queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
     self.base = QueuePressure.mark(base)
-  }
-
-  /// Makes a derived value's subscription merge updates beyond the limit into `slot`.
-  @inlinable func coalesce(with slot: CoalescingSlotBase) {
-    _ = coalescing.storeIfNil(slot)
   }
 
   /// A target on the main queue, for one subscription.
@@ -140,74 +125,4 @@ final class QueuePressure: @unchecked Sendable {
   /// The mark of the nearest marked queue the calling thread runs a block on (the main
   /// thread counts as running on the main queue); 0 if none.
   static var currentQueue: UInt { DispatchQueue.getSpecific(key: key) ?? 0 }
-}
-
-/// What every ``CoalescingSlot`` is, for ``DeliveryTarget/coalescing``, which cannot
-/// name the message type.
-@usableFromInline
-class CoalescingSlotBase: @unchecked Sendable {
-  // @unchecked Sendable: no stored property of its own; see CoalescingSlot.
-  @usableFromInline init() {}
-}
-
-/// The update of a derived value's queue subscription that waits beyond the limit,
-/// merged with every later one until its submission runs (see the file's header).
-@usableFromInline
-final class CoalescingSlot<Message: Sendable>: CoalescingSlotBase, @unchecked Sendable {
-  // @unchecked Sendable: `waiting` is guarded by its own lock; `merge` is immutable.
-  @usableFromInline struct Waiting {
-    /// Whether a submission that takes `message` has not taken it yet.
-    @usableFromInline var isSubmitted = false
-    /// The merged update; nil if the merged ones cancelled out.
-    @usableFromInline var message: Message?
-
-    @usableFromInline init() {}
-  }
-
-  @usableFromInline let waiting = Lock.make(Waiting())
-  /// The update that `earlier` and then `later` make together, or nil if they change
-  /// nothing together (an equal value, for a value that skips duplicates).
-  @usableFromInline let merge: @Sendable (Message, Message) -> Message?
-
-  @inlinable init(merge: @escaping @Sendable (Message, Message) -> Message?) {
-    self.merge = merge
-  }
-
-  /// Delivers `message` to `entry` through `target`: merged into the waiting update if
-  /// there is one, submitted alone while the target is under its limit, else kept as
-  /// the waiting update with one submission to run it.
-  @inlinable func deliver(_ message: Message, to entry: Entry<Message>, through target: DeliveryTarget) {
-    var replaced: Message?
-    let merged = waiting.withLock { waiting -> Bool in
-      guard waiting.isSubmitted else { return false }
-      // `==` of duplicate detection runs under the lock, as in every commit.
-      replaced = waiting.message
-      waiting.message = replaced.map { merge($0, message) } ?? message
-      return true
-    }
-    _ = replaced  // released after unlocking
-    if merged { return }
-    let limit = target.pressure.load()?.limit ?? defaultBacklogLimit
-    guard target.pending.load(ordering: .relaxed) >= limit else {
-      return target.submit {
-        let thread = DeliveringThread.enter()
-        _ = entry.run(message, me: currentThreadID())
-        DeliveringThread.exit(thread)
-      }
-    }
-    waiting.withLock { waiting in
-      waiting.isSubmitted = true
-      waiting.message = message
-    }
-    target.submit {
-      let next = self.waiting.withLock { waiting -> Message? in
-        waiting.isSubmitted = false
-        return waiting.message.take()
-      }
-      guard let next else { return }
-      let thread = DeliveringThread.enter()
-      _ = entry.run(next, me: currentThreadID())
-      DeliveringThread.exit(thread)
-    }
-  }
 }

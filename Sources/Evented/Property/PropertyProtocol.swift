@@ -51,18 +51,7 @@ extension PropertyProtocol {
     owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
     _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
-    if let target, let derived = readOnly.derived {
-      // A derived value's commits never wait for room: its queue subscriptions merge
-      // updates beyond the limit instead (QueueDelivery.swift).
-      let isDuplicate = derived.isDuplicate
-      target.coalesce(
-        with: CoalescingSlot<Update<Value>> { earlier, later in
-          let merged = Update(old: earlier.old, new: later.new, isInitial: earlier.isInitial)
-          if !merged.isInitial, let isDuplicate, isDuplicate(merged.old, merged.new) { return nil }
-          return merged
-        })
-    }
-    return hub.observe(
+    hub.observe(
       ownership, reading: reading, on: target, isOnce: isOnce, replay: replay, anchor: anchor, owned: owned, handler)
   }
 

@@ -6,8 +6,7 @@
 // The counter and the other property change only by `modify` increments, so their
 // commits are consecutive. Invariants (glitch freedom first):
 // - `counter.map { $0 * 2 }` delivers consecutive even numbers (one root: every commit,
-//   once, in order; to a queue observer, increasing even numbers, since it merges the
-//   updates beyond its backlog limit); its Equatable parity never repeats a value;
+//   once, in order); its Equatable parity never repeats a value;
 // - a diamond, `counter.map { $0 * 2 }.combineLatest(counter.map { $0 + 1 })`, only
 //   delivers pairs of one state, `(2n, n + 1)`, each commit once, in order; and
 //   `counter.combineLatest(counter)` only `(n, n)`, consecutively;
@@ -47,25 +46,20 @@ import Dispatch
 import Evented
 import Synchronization
 
-/// Checks consecutive values: each must be the previous plus `step` (or, for a queue
-/// observer, which merges the updates beyond its backlog limit, a later multiple).
+/// Checks consecutive values: each must be the previous plus `step`.
 final class StepWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: Int?
   private let step: Int
-  private let mayMerge: Bool
 
-  init(run: ScenarioRun, label: String, step: Int, mayMerge: Bool) {
+  init(run: ScenarioRun, label: String, step: Int) {
     self.step = step
-    self.mayMerge = mayMerge
     super.init(run: run, label: label)
   }
 
   func see(_ value: Int) {
     enter()
-    if let previous,
-      mayMerge ? value <= previous || (value - previous) % step != 0 : value != previous + step
-    {
+    if let previous, value != previous + step {
       run.violation("\(label): saw \(value) right after \(previous)")
     }
     previous = value
@@ -103,18 +97,15 @@ final class PairWatcher: Watcher, @unchecked Sendable {
 }
 
 /// Checks the pairs of one root seen through two paths: every pair must be
-/// `state(n)` for some commit n, and the commits consecutive (each once, in order; for
-/// a queue observer, which merges the updates beyond its backlog limit, increasing).
+/// `state(n)` for some commit n, and the commits consecutive (each once, in order).
 final class StateWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: Int?
   private let commit: @Sendable ((Int, Int)) -> Int?
-  private let mayMerge: Bool
 
   /// - Parameter commit: The commit a pair is the state of; nil if it is none.
-  init(run: ScenarioRun, label: String, mayMerge: Bool, commit: @escaping @Sendable ((Int, Int)) -> Int?) {
+  init(run: ScenarioRun, label: String, commit: @escaping @Sendable ((Int, Int)) -> Int?) {
     self.commit = commit
-    self.mayMerge = mayMerge
     super.init(run: run, label: label)
   }
 
@@ -124,7 +115,7 @@ final class StateWatcher: Watcher, @unchecked Sendable {
       run.violation("\(label): delivered \(pair), a state that never existed (a glitch)")
       return exit(-1)
     }
-    if let previous, mayMerge ? commit <= previous : commit != previous + 1 {
+    if let previous, commit != previous + 1 {
       run.violation("\(label): saw commit \(commit) right after \(previous)")
     }
     previous = commit
@@ -274,17 +265,17 @@ let derived = Scenario(
   var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = []
   for (index, delivery) in [Delivery.synchronous, .queue(queue)].enumerated() {
     let onQueue = index == 1
-    let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2, mayMerge: onQueue)
+    let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2)
     doubled.observe(with: anchor, on: delivery) { _, value in steps.see(value) }
     let flips = FlipWatcher(run: run, label: "parity observer \(index)")
     parity.observe(with: anchor, on: delivery) { _, value in flips.see(value) }
     let pairs = PairWatcher(run: run, label: "combineLatest observer \(index)")
     pair.observe(with: anchor, on: delivery) { _, value in pairs.see(value) }
-    let diamonds = StateWatcher(run: run, label: "diamond observer \(index)", mayMerge: onQueue) { pair in
+    let diamonds = StateWatcher(run: run, label: "diamond observer \(index)") { pair in
       pair.0 == 2 * (pair.1 - 1) ? pair.1 - 1 : nil
     }
     diamond.observe(with: anchor, on: delivery) { _, value in diamonds.see(value) }
-    let selves = StateWatcher(run: run, label: "self-combination observer \(index)", mayMerge: onQueue) { pair in
+    let selves = StateWatcher(run: run, label: "self-combination observer \(index)") { pair in
       pair.0 == pair.1 ? pair.0 : nil
     }
     selfPair.observe(with: anchor, on: delivery) { _, value in selves.see(value) }
