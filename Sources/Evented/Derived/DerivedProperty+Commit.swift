@@ -65,12 +65,24 @@ extension DerivedProperty {
   /// fast its roots change and however slow its observers are, and its observers skip
   /// to the newest state, never back. A thread with nobody else delivering commits and
   /// delivers every state.
+  ///
+  /// A queue observer (`.queue`, `.main`) that holds the backlog limit of submissions
+  /// makes the committing thread wait for room, like a property's writer, but after its
+  /// delivery frame ends (``Hub/waitForOwedRoom()``), since a commit made by a root's
+  /// delivery cannot wait inside it: the observer receives every state, and holds at
+  /// most the limit plus one update per committing thread.
   @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
-    if let core = token.state.pointee.core, core.pointee.queue.backlog > 0 {
+    guard let core = token.state.pointee.core else {
+      if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) { hub.scanForDeadOwners() }
+      return
+    }
+    let owesRoom = core.pointee.pressure?.isFull == true
+    if core.pointee.queue.backlog > 0 {
       coalesce(token, value)
     } else if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) {
       hub.scanForDeadOwners()
     }
+    if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 
   /// ``commitState(_:_:inPass:)`` while earlier states wait for another thread: replaces the

@@ -109,7 +109,11 @@ extension DerivedProperty {
   @inlinable func publish(_ value: Value, generation expected: UInt?) {
     let token = hub.lockForCommit()
     if let expected, generation.load(ordering: .acquiring) != expected { return token.unlock() }
+    // As a computed node's commit (`commitState`): a full queue observer makes the
+    // delivering thread wait for room once its delivery frame ends.
+    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
     if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 
   /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,

@@ -225,4 +225,58 @@ import Testing
     #expect(changes.values == [[1, 2]])
     late.withLock { $0?.cancel() }
   }
+
+  /// A slow queue observer of `derived` while `writers` threads run `write`: how many
+  /// updates it still had to run when they returned, whether it ended on the value, and
+  /// what it received.
+  func queueObserverBacklog(
+    of derived: ReadOnlyProperty<Int>, writers: Int, perWriter: Int, write: @escaping @Sendable (Int, Int) -> Void
+  ) -> (remaining: Int, converged: Bool, received: [Int]) {
+    let handled = Atomic<Int>(0)
+    let received = Recorder<Int>()
+    let subscription = derived.observe(on: .queue(DispatchQueue(label: "slow"))) { value in
+      work(microseconds: 50)
+      received.append(value)
+      handled.add(1, ordering: .relaxed)
+    }
+    #expect(onThreads(writers) { index in for step in 1...perWriter { write(index, step) } })
+    let atEnd = handled.load(ordering: .relaxed)
+    let final = derived.value
+    let converged = received.wait { $0.last == final }
+    let remaining = handled.load(ordering: .relaxed) - atEnd
+    subscription.cancel()
+    return (remaining, converged, received.values)
+  }
+
+  /// A derived value's commits are made by its roots' deliverers, which cannot wait for
+  /// room inside their delivery: they wait after it, so a queue observer holds at most
+  /// the limit and one update per writer, ends on the value, and never repeats a value.
+  @Test func boundedAQueueObserverOfADerivedValueHoldsAtMostTheLimitAndEndsOnItsValue() {
+    let p = Property(0)
+    let mapped = p.map { $0 }
+    let a = Property(0)
+    let b = Property(0)
+    let combined = a.combineLatest(b).map { $0 * 100_000 + $1 }
+    let outer = Property(0)
+    let target = Property(0)
+    let followed = outer.flatMapLatest { _ in target }
+    let cases: [(ReadOnlyProperty<Int>, Int, @Sendable (Int, Int) -> Void)] = [
+      (mapped, 1, { _, step in p.value = step }),
+      (combined, 2, { index, step in if index == 0 { a.value = step } else { b.value = step } }),
+      (followed, 1, { _, step in target.value = step }),
+    ]
+    for (derived, writers, write) in cases {
+      let result = queueObserverBacklog(of: derived, writers: writers, perWriter: 6_000, write: write)
+      #expect(result.converged)
+      #expect(
+        result.remaining <= defaultBacklogLimit + 4, "still to run when the writers returned: \(result.remaining)")
+      // States only move forward (each side of the pair too), and never repeat.
+      let forward = zip(result.received, result.received.dropFirst()).allSatisfy { earlier, later in
+        earlier / 100_000 <= later / 100_000 && earlier % 100_000 <= later % 100_000 && earlier != later
+      }
+      #expect(forward)
+      // One writer: every state, none merged.
+      if writers == 1 { #expect(result.received == Array(0...6_000)) }
+    }
+  }
 }
