@@ -305,12 +305,26 @@ public struct ArrayChangeset<Element> {
 
 extension ArrayChangeset: Sendable where Element: Sendable {}
 extension ArrayChangeset: Equatable where Element: Equatable {
+  /// Whether the two changesets have the same changes and the same resulting array.
+  ///
+  /// Whether a changeset was committed inside a transaction is not part of its value.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** A pure function of two values.
+  /// - **Ordering, Reentrancy, Lifetime:** Not applicable.
   public static func == (lhs: Self, rhs: Self) -> Bool {
     lhs.changes == rhs.changes && lhs.array == rhs.array
   }
 }
 
 extension ArrayChangeset: Hashable where Element: Hashable {
+  /// Hashes the changes and the resulting array, as ``==(_:_:)`` compares them.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** A pure function of the value.
+  /// - **Ordering, Reentrancy, Lifetime:** Not applicable.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(changes)
     hasher.combine(array)
