@@ -1,7 +1,7 @@
 // The node behind a derived event source (`map`, `filter`, `compactMap`, `merge`), and
 // those operators.
 //
-// A node has a hub of its own, like an `EventSource`'s, and an ordinary synchronous
+// A node has a hub of its own, like an `EventSource`'s, and a synchronous
 // subscription to each of its sources whose owner is the node (held weakly: a source
 // never keeps a node alive). For each event a source delivers, the node applies its
 // transform outside every lock and forwards the result to its own hub (`Hub.forward`),
@@ -13,7 +13,8 @@
 // stays within the bound its source was given.
 // Observers keep the node alive (it is the anchor their handlers capture), and the
 // node keeps its sources alive; when the last reference and the last subscription
-// go, the node deinitializes and ends its subscriptions to the sources.
+// go, the node deinitializes and ends its subscriptions to the sources. Once the owner
+// of its last observer died, a sweep of a source frees it (FollowerEntry.swift).
 
 /// The engine of one derived event source.
 @usableFromInline
@@ -43,11 +44,19 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
     _ receive: @escaping @Sendable (DerivedEventSource<Event>, SourceEvent) -> Void
   ) {
     let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    let entry = OwnedEntry<AnyObject, SourceEvent>(owner: self, target: nil) { owner, event in
+    let entry = FollowerEntry<SourceEvent>(node: self) { owner, event in
       withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedEventSource<Event>.self), event) }
     }
     links.withLock { $0.append(entry) }
     source.hub.subscribe(entry)
+  }
+}
+
+extension DerivedEventSource: FollowingNode {
+  @usableFromInline var hasLiveObservers: Bool { hub.hasLiveSubscribers }
+
+  @usableFromInline func sweepObservers() {
+    _ = hub.liveCount
   }
 }
 

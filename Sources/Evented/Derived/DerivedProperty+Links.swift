@@ -90,7 +90,7 @@ extension DerivedProperty {
     _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
   ) {
     let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    let entry = OwnedEntry<AnyObject, Update<SourceValue>>(owner: self, target: nil) { owner, update in
+    let entry = FollowerEntry<Update<SourceValue>>(node: self) { owner, update in
       withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
     }
     links.withLock { $0.sources.append(entry) }
@@ -147,7 +147,7 @@ extension DerivedProperty {
       return
     }
     let lazyToken = target.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    let entry = OwnedEntry<AnyObject, Update<Inner>>(owner: self, target: nil) { owner, update in
+    let entry = FollowerEntry<Update<Inner>>(node: self) { owner, update in
       withExtendedLifetime(lazyToken) {
         unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
       }
@@ -161,6 +161,10 @@ extension DerivedProperty {
     target.hub.subscribe(entry, replay: replayCurrent)
     target.derived?.didObserve()
   }
+}
+
+extension DerivedProperty: FollowingNode {
+  @usableFromInline var hasLiveObservers: Bool { hub.hasLiveSubscribers }
 }
 
 extension DerivedProperty: ObservedNode {

@@ -43,16 +43,25 @@ struct Garbage<Message> {
   }
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
-  /// thread, and the swept ones without waiting. Must be called without any lock held.
-  @inlinable func dispose() {
+  /// thread, and the swept ones without waiting; then sweeps the observers of the
+  /// following nodes that a sweep found without a live observer (FollowerEntry.swift).
+  /// Must be called without any lock held.
+  ///
+  /// - Returns: Whether it swept a node's observers (which may have freed the node and
+  ///   ended its subscriptions).
+  @inlinable @discardableResult func dispose() -> Bool {
     sweptFirst?.endSwept()
     sweptSecond?.endSwept()
-    guard let more else { return }
+    var sweptNodes = SweepRequest.serve(scannedOwners.0)
+    if SweepRequest.serve(scannedOwners.1) { sweptNodes = true }
+    guard let more else { return sweptNodes }
     // First end the subscriptions that are not running, so that none of them starts
     // while this waits for one that is; then end (or wait for) every one.
     for entry in more.removed where entry.runner == 0 { entry.end() }
     for entry in more.removed { entry.end() }
     for entry in more.swept { entry.endSwept() }
+    for owner in more.owners where SweepRequest.serve(owner) { sweptNodes = true }
+    return sweptNodes
   }
 }
 

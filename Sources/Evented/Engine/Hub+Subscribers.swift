@@ -80,15 +80,25 @@ extension Hub {
   ///
   /// - Complexity: O(n) in the number of subscriptions.
   var liveCount: Int {
+    // A sweep that frees a following node (FollowerEntry.swift) ends its subscription
+    // only after unlocking: then the count is taken once more, without it.
     var garbage = Garbage<Message>()
-    let count = storage.withLock { state -> Int in
+    let count = sweptCount(into: &garbage)
+    guard garbage.dispose() else { return count }
+    var more = Garbage<Message>()
+    defer { more.dispose() }
+    return sweptCount(into: &more)
+  }
+
+  /// Sweeps out the subscriptions that ended or whose owner is gone, into `garbage`,
+  /// and counts the others.
+  func sweptCount(into garbage: inout Garbage<Message>) -> Int {
+    storage.withLock { state -> Int in
       guard let core = state.core else { return 0 }
       let endedAndRunning = core.pointee.subscribers.sweep(
         into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
       return core.pointee.subscribers.live - endedAndRunning
     }
-    garbage.dispose()
-    return count
   }
 
   // MARK: Planted bugs (none unless built with the FaultInjection trait)

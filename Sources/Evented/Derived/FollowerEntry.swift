@@ -1,0 +1,90 @@
+// Lifetime of the nodes that follow their sources whether observed or not (a
+// `flatMapLatest`, a derived event source): freed by a sweep of a source once their
+// last observer's owner died.
+//
+// Such a node is kept alive by its observers (their handlers capture it) and by the
+// code that references it; its sources hold it weakly, through the node's links. When
+// the owner of its last observer dies, that observer's subscription still holds the
+// node until the node's own hub meets it (its next delivery). So that the node is
+// freed by its source's next sweep instead (the scan of a subscribe, `observerCount`),
+// as a computed node is (`RootEntry`), each link checks, when a sweep of its source
+// meets it, whether the node still has a live observer. If not, the link stays (the
+// node may still be referenced, and then keeps following), and the sweep is handed a
+// `SweepRequest`, which `Garbage.dispose()` acts on after unlocking: it sweeps the
+// node's own observers, releasing the dead ones. If they held the last references, the
+// node deinitializes and ends its links; `Hub.liveCount` then counts once more, so
+// that the `observerCount` that freed a node does not count it.
+
+/// A node that follows its sources observed or not, seen from a sweep of a source.
+@usableFromInline
+protocol FollowingNode: AnyObject, Sendable {
+  /// Whether the node has a subscription that has not ended and whose owner is alive.
+  /// Releases nothing, so it may be called under a source's lock.
+  var hasLiveObservers: Bool { get }
+  /// Removes the node's subscriptions that ended or whose owner died, and releases
+  /// them. Call with no lock held.
+  func sweepObservers()
+}
+
+/// Handed to a sweep by the link of a node without live observers: after unlocking,
+/// the node's observers are swept (``Garbage/dispose()``). Dropped anywhere else (a
+/// check that releases nothing), it does nothing.
+@usableFromInline
+final class SweepRequest {
+  /// Held weakly, so that the sweep can free the node while the request is kept with
+  /// the rest of the sweep's garbage.
+  @usableFromInline weak var node: (any FollowingNode)?
+
+  @usableFromInline init(_ node: any FollowingNode) {
+    self.node = node
+  }
+
+  /// Sweeps the node's observers if `owner` is a request. Call with no lock held.
+  ///
+  /// - Returns: Whether `owner` was a request.
+  @inlinable static func serve(_ owner: AnyObject?) -> Bool {
+    // The class is final: comparing the exact type costs a load, where `as?` calls the
+    // runtime's dynamic cast.
+    guard let owner, type(of: owner) == SweepRequest.self else { return false }
+    unsafeDowncast(owner, to: SweepRequest.self).node?.sweepObservers()
+    return true
+  }
+}
+
+/// A following node's subscription to one of its sources, with the node as its owner,
+/// held weakly.
+@usableFromInline
+final class FollowerEntry<Message>: Entry<Message>, @unchecked Sendable {
+  // @unchecked Sendable: owns no lock; `handler` is ordered by `word` (see
+  // SubscriptionCore); `node` is written once, before the subscription is published.
+  @usableFromInline typealias Handler = @Sendable (AnyObject, Message) -> Void
+
+  /// Set to nil when released.
+  @usableFromInline @exclusivity(unchecked) var handler: Handler?
+  /// Written once before the subscription is published.
+  @usableFromInline @exclusivity(unchecked) weak var node: (any FollowingNode)?
+
+  @inlinable init(node: any FollowingNode, handler: @escaping Handler) {
+    self.handler = handler
+    super.init(isOnce: false, target: nil)
+    self.node = node
+  }
+
+  @usableFromInline override var liveOwner: AnyObject? { node }
+
+  /// The node, if it has a live observer; else a request to sweep its observers once
+  /// the source is unlocked (the subscription stays: the node follows its sources for
+  /// as long as it lives).
+  @usableFromInline override var sweptOwner: AnyObject? {
+    guard let node else { return nil }
+    return node.hasLiveObservers ? node : SweepRequest(node)
+  }
+
+  @usableFromInline override func invoke(_ owner: AnyObject, _ message: Message) {
+    if let handler { handler(owner, message) }
+  }
+
+  @usableFromInline override func releaseHandler() {
+    handler = nil
+  }
+}

@@ -1,0 +1,115 @@
+import Testing
+
+@testable import Evented
+
+/// A derived value whose last observer's owner died is freed by the next subscribe or
+/// `observerCount` on one of its sources, without waiting for a write.
+@Suite struct DerivedLifetimeTests {
+  @Test func lifetimeAMapWhoseObserversOwnerDiedIsFreedByTheNextObserverCount() {
+    let live = LiveCount()
+    let source = Property(0)
+    var owner: Owner? = Owner()
+    source.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    owner = nil
+    #expect(source.observerCount == 0)
+    #expect(live.value == 0)
+  }
+
+  @Test func lifetimeACombinationWhoseObserversOwnerDiedIsFreedByTheNextSubscribe() {
+    let live = LiveCount()
+    let a = Property(0)
+    let b = Property(0)
+    var owner: Owner? = Owner()
+    a.combineLatest(b).map { [tracked = Tracked(live)] in tracked.id + $0 + $1 }.observe(with: owner!) { _, _ in }
+    owner = nil
+    let subscription = a.observe { _ in }
+    #expect(live.value == 0)
+    #expect(a.observerCount == 1)
+    #expect(b.observerCount == 0)
+    subscription.cancel()
+  }
+
+  @Test func lifetimeAFlatMapLatestWhoseObserversOwnerDiedIsFreedByTheNextObserverCountOfItsOuterSource() {
+    let live = LiveCount()
+    let target = Property(1)
+    let outer = Property(target)
+    var owner: Owner? = Owner()
+    outer.flatMapLatest { [tracked = Tracked(live)] target in
+      _ = tracked
+      return target
+    }
+    .observe(with: owner!) { _, _ in }
+    #expect(outer.observerCount == 1)
+    #expect(target.observerCount == 1)
+    owner = nil
+    #expect(outer.observerCount == 0)
+    #expect(live.value == 0)
+    #expect(target.observerCount == 0)
+  }
+
+  @Test func lifetimeAFlatMapLatestWhoseObserversOwnerDiedIsFreedByTheNextObserverCountOfItsTarget() {
+    let live = LiveCount()
+    let target = Property(1)
+    let outer = Property(target)
+    var owner: Owner? = Owner()
+    outer.flatMapLatest { [tracked = Tracked(live)] target in
+      _ = tracked
+      return target
+    }
+    .map { $0 * 2 }
+    .observe(with: owner!) { _, _ in }
+    owner = nil
+    #expect(target.observerCount == 0)
+    #expect(live.value == 0)
+    #expect(outer.observerCount == 0)
+  }
+
+  @Test func lifetimeAFlatMapLatestStillReferencedKeepsFollowingAfterItsObserversOwnerDied() {
+    let target = Property(1)
+    let outer = Property(target)
+    let followed = outer.flatMapLatest { $0 }
+    var owner: Owner? = Owner()
+    followed.observe(with: owner!) { _, _ in }
+    owner = nil
+    #expect(outer.observerCount == 1, "the value follows its sources while it is referenced")
+    target.value = 2
+    #expect(followed.value == 2)
+    let seen = Recorder<Int>()
+    let subscription = followed.observe { seen.append($0) }
+    target.value = 3
+    let next = Property(10)
+    outer.value = next
+    #expect(seen.values == [2, 3, 10])
+    subscription.cancel()
+  }
+
+  @Test func lifetimeADerivedEventSourceWhoseObserversOwnerDiedIsFreedByTheNextObserverCount() {
+    let live = LiveCount()
+    let source = EventSource<Int>()
+    var owner: Owner? = Owner()
+    source.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    owner = nil
+    #expect(source.observerCount == 0)
+    #expect(live.value == 0)
+  }
+
+  @Test func lifetimeManyScreensOfDerivedValuesLeaveNothingBehind() {
+    let live = LiveCount()
+    let a = Property(0)
+    let b = Property(0)
+    let events = EventSource<Int>()
+    for _ in 0..<1_000 {
+      let screen = Owner()
+      let tracked = Tracked(live)
+      a.map { value in withExtendedLifetime(tracked) { value } }.observe(with: screen) { _, _ in }
+      a.combineLatest(b).observe(with: screen) { _, _ in }
+      a.flatMapLatest { value in withExtendedLifetime(tracked) { b.map { $0 + value } } }
+        .observe(with: screen) { _, _ in }
+      events.map { value in withExtendedLifetime(tracked) { value } }.observe(with: screen) { _, _ in }
+    }
+    #expect(a.observerCount == 0)
+    #expect(b.observerCount == 0)
+    #expect(events.observerCount == 0)
+    #expect(live.value == 0)
+  }
+}
