@@ -65,6 +65,8 @@ final class ArrayRoot<Element: Sendable>: Root {
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
 
+  @usableFromInline var backlogLimit: Int { hub.backlogLimit }
+
   // Both read the state before an open transaction of another thread that wrote the
   // array, as a property's root does (Transaction.swift).
 

@@ -155,7 +155,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       _ = snapshot.versions(of: roots)
       return body(snapshot)
     }
-    hub = Hub.make(initial)
+    hub = Hub.make(initial, backlogLimit: roots.lazy.map(\.backlogLimit).min() ?? defaultBacklogLimit)
     self.isDuplicate = isDuplicate
     self.roots = roots
     self.identities = identities
@@ -182,11 +182,13 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     return highest + 1
   }
 
-  /// A following node, whose value is committed by its links (see ``follow(_:missing:wrap:)``).
+  /// A following node, whose value is committed by its links (see ``follow(_:missing:wrap:)``);
+  /// `backlogLimit` is its outer source's.
   @usableFromInline init(
-    initial: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, compute: @escaping @Sendable () -> Value
+    initial: Value, backlogLimit: Int, isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+    compute: @escaping @Sendable () -> Value
   ) {
-    hub = Hub.make(initial)
+    hub = Hub.make(initial, backlogLimit: backlogLimit)
     self.isDuplicate = isDuplicate
     upstream = []
     height = 1

@@ -294,7 +294,8 @@ extension PropertyProtocol {
       guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
       return missing
     }
-    let node = DerivedProperty(initial: compute(), isDuplicate: isDuplicate, compute: compute)
+    let node = DerivedProperty(
+      initial: compute(), backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     node.link(to: outer) { node, value in node.follow(select(value), missing: missing, wrap: wrap) }
     return ReadOnlyProperty(derived: node)
   }

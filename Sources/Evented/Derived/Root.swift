@@ -11,6 +11,9 @@ import Synchronization
 protocol Root: AnyObject, Sendable {
   /// The source's hub storage: two roots are the same root when this is the same.
   var identity: ObjectIdentifier { get }
+  /// The source's backlog limit: a derived value takes the smallest of its roots', so
+  /// that it stays within the bound its sources were given.
+  var backlogLimit: Int { get }
   /// The version and the value now, read together under the source's lock, as the
   /// thread `reader` sees them (``Snapshot/Reader``).
   func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable)
@@ -100,6 +103,8 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   }
 
   @usableFromInline var identity: ObjectIdentifier { ObjectIdentifier(hub.storage) }
+
+  @usableFromInline var backlogLimit: Int { hub.backlogLimit }
 
   @usableFromInline func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable) {
     pinning(hub, reader)

@@ -66,7 +66,8 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   - backlogLimit: How many committed writes may wait for the thread that is
   ///     delivering for this property (1,024 unless given). At the limit, a write or a
   ///     replaying subscribe from a thread that is not running a handler or delivering
-  ///     waits until there is room; see "Overload" in the guarantees guide.
+  ///     waits until there is room; see "Overload" in the guarantees guide. Values
+  ///     derived from the property keep this limit for their queue observers.
   @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)

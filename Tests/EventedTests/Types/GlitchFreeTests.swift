@@ -279,4 +279,33 @@ import Testing
       if writers == 1 { #expect(result.received == Array(0...6_000)) }
     }
   }
+
+  /// A derived value takes the smallest backlog limit of its roots (a `flatMapLatest`,
+  /// its outer source's), so that a queue observer of it stays within the bound its
+  /// sources were given.
+  @Test func boundedADerivedValueKeepsTheSmallestBacklogLimitOfItsRoots() {
+    let limit = 8
+    let small = Property(0, backlogLimit: limit)
+    let large = Property(0)
+    let items = ArrayProperty([0], backlogLimit: limit)
+    let mapped = small.map { $0 }
+    let combined = small.combineLatest(large).map { $0 * 100_000 + $1 }
+    let followed = small.flatMapLatest { _ in large }
+    let fromArray = items.readOnly.map { $0[0] }
+    #expect(mapped.hub.backlogLimit == limit)
+    #expect(combined.hub.backlogLimit == limit)
+    #expect(followed.hub.backlogLimit == limit)
+    #expect(fromArray.hub.backlogLimit == limit)
+    #expect(large.map { $0 }.hub.backlogLimit == defaultBacklogLimit)
+    let cases: [(ReadOnlyProperty<Int>, @Sendable (Int) -> Void)] = [
+      (mapped, { small.value = $0 }),
+      (combined, { small.value = $0 }),
+      (fromArray, { items[0] = $0 }),
+    ]
+    for (derived, write) in cases {
+      let result = queueObserverBacklog(of: derived, writers: 1, perWriter: 2_000) { _, step in write(step) }
+      #expect(result.converged)
+      #expect(result.remaining <= limit + 2, "still to run when the writer returned: \(result.remaining)")
+    }
+  }
 }
