@@ -1,6 +1,8 @@
 // Scenario "overload": every thread writes a property as fast as it can while two
-// synchronous handlers and one handler on a dispatch queue are slow, subscribers keep arriving, and one thread, the stopper,
-// must get its event through to make the writers pause.
+// synchronous handlers and one handler on a dispatch queue are slow, as are a
+// synchronous and a queue observer of a `map` of it, subscribers keep arriving (to the
+// property and to the map), and one thread, the stopper, must get its event through
+// to make the writers pause.
 //
 // The counter property is changed only by `modify`, which stamps each value with the
 // next commit number, so stamps follow commit order exactly. Every committed stamp is
@@ -12,8 +14,10 @@
 //   stop, ends on `value` (convergence);
 // - the backlog a synchronous handler sees never exceeds the limit plus one commit per
 //   thread (threads that may wait never queue beyond the limit); the queue handler's
-//   adds at most the limit in its queue; and the process's memory stays within a few
-//   megabytes of where it started;
+//   adds at most the limit in its queue; the map's synchronous observer sees the same
+//   bound, and both the map's observers see states only move forward and end on the
+//   value (the peak of its queue observer is reported); and the
+//   process's memory stays within a few megabytes of where it started;
 // - no single `modify`, `observe` or stopper `send` takes longer than a bound far above
 //   the limit times the handlers' cost;
 // - a handler never runs nested in itself or concurrently with itself.
@@ -74,6 +78,27 @@ let overload = Scenario(
     queueWatcher.see(tick.commit)
     spin(microseconds: 50)
   }
+  // The map: its states may coalesce for the synchronous observer, never go back.
+  let mapped = counter.map { $0 }
+  let mapWatcher = PerSourceWatcher(run: run, label: "slow observer of a map", stride: Int.max, strictly: true)
+  let mapQueueWatcher = PerSourceWatcher(
+    run: run, label: "slow queue observer of a map", stride: Int.max, strictly: true)
+  let peakMapBacklog = Atomic<Int>(0)
+  let peakMapQueueBacklog = Atomic<Int>(0)
+  mapped.observe(with: anchor) { _, tick in
+    peakMapBacklog.max(committed.load(ordering: .acquiring) - tick.commit, ordering: .relaxed)
+    mapWatcher.see(tick.commit)
+    spin(microseconds: 20)
+  }
+  // What waits in the map's queue: the states the map committed after this one. The
+  // property's deliverer commits them as it delivers, after the slow observers, so
+  // the last commit the second slow observer saw marks the newest (to within one).
+  let delivered = watchers[1]
+  mapped.observe(with: anchor, on: .queue(DispatchQueue(label: "overload.map"))) { _, tick in
+    peakMapQueueBacklog.max(delivered.last.load(ordering: .acquiring) - tick.commit, ordering: .relaxed)
+    mapQueueWatcher.see(tick.commit)
+    spin(microseconds: 50)
+  }
   let startMemory = residentBytes()
   let peakMemory = Atomic<Int>(startMemory)
   let stopSeen = Atomic<Int>(0)
@@ -98,10 +123,21 @@ let overload = Scenario(
         pauses.wrappingAdd(1, ordering: .relaxed)
       }
       if worker.thread.random.below(100) < 3 {
-        let watcher = TickWatcher(run: run, label: "arriving observer", floor: 0)
+        let toMap = worker.thread.random.chance(50)
+        let watcher: Watcher
+        let subscription: Subscription
         worker.at(.subscribe)
         let start = now()
-        let subscription = counter.observe { watcher.see($0.commit) }
+        if toMap {
+          let mapWatcher = PerSourceWatcher(
+            run: run, label: "arriving observer of a map", stride: Int.max, strictly: true)
+          watcher = mapWatcher
+          subscription = mapped.observe { mapWatcher.see($0.commit) }
+        } else {
+          let tickWatcher = TickWatcher(run: run, label: "arriving observer", floor: 0)
+          watcher = tickWatcher
+          subscription = counter.observe { tickWatcher.see($0.commit) }
+        }
         longestObserve.max(now() - start, ordering: .relaxed)
         worker.at(.cancel)
         subscription.cancel()
@@ -121,13 +157,24 @@ let overload = Scenario(
   let value = counter.value.commit
   // The queue observer may still have up to the limit to run.
   _ = run.eventually { queueWatcher.last.load(ordering: .acquiring) == value }
-  for watcher in watchers + [queueWatcher] where watcher.last.load(ordering: .acquiring) != value {
+  _ = run.eventually { mapQueueWatcher.last.load(ordering: .acquiring) == value }
+  let all: [Watcher] = watchers + [queueWatcher, mapWatcher, mapQueueWatcher]
+  for watcher in all where watcher.last.load(ordering: .acquiring) != value {
     run.violation("\(watcher.label) last saw \(watcher.last.load(ordering: .acquiring)), but the value is \(value)")
   }
   let peak = peakBacklog.load(ordering: .relaxed)
   if peak > overloadLimit + run.threads {
     run.violation("a handler saw \(peak) commits waiting, above the limit of \(overloadLimit)")
   }
+  let peakMap = peakMapBacklog.load(ordering: .relaxed)
+  if peakMap > overloadLimit + run.threads {
+    run.violation("a map's handler saw \(peakMap) commits waiting, above the limit of \(overloadLimit)")
+  }
+  // Reported, not checked: with arriving observers and slow synchronous ones, the
+  // map's queue observer has held up to about twice the limit (121 submissions for a
+  // limit of 64), beyond the limit plus one per thread (see "Bounded" in
+  // Documentation/DerivedValues.md).
+  let peakMapQueue = peakMapQueueBacklog.load(ordering: .relaxed)
   let peakQueue = peakQueueBacklog.load(ordering: .relaxed)
   // Up to the limit in the queue, and up to the limit in the source's backlog behind
   // the slow synchronous handlers, waiting to enter it.
@@ -147,7 +194,8 @@ let overload = Scenario(
   }
   overloadFigures.withLock {
     $0 =
-      "peak backlog \(peak), on a queue \(peakQueue) (limit \(overloadLimit)), memory +\(growth >> 20) MB, "
+      "peak backlog \(peak), on a queue \(peakQueue), of a map \(peakMap), on a queue \(peakMapQueue) "
+      + "(limit \(overloadLimit)), memory +\(growth >> 20) MB, "
       + "longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
       + "observe \(longestObserve.load(ordering: .relaxed) / 1_000) µs, "
       + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs, \(value) commits"
