@@ -110,7 +110,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// A view of this source that can observe but not send.
   @inlinable
   public var readOnly: ReadOnlyEventSource<Event> {
-    ReadOnlyEventSource(hub: hub)
+    ReadOnlyEventSource(viewing: self)
   }
 }
 
@@ -145,10 +145,14 @@ public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
   @usableFromInline let hub: Hub<Event, Void>
   /// The node of a derived source (`map`, `filter`, `merge`, …); nil for a view.
   @usableFromInline let derived: DerivedEventSource<Event>?
+  /// The source a view shows, kept alive by it (so that a subscription owned by the
+  /// source lives on, and a weak reference to it stays set); nil for a derived source.
+  @usableFromInline let viewed: EventSource<Event>?
 
-  @usableFromInline init(hub: Hub<Event, Void>) {
-    self.hub = hub
+  @usableFromInline init(viewing source: EventSource<Event>) {
+    hub = source.hub
     derived = nil
+    viewed = source
   }
 
   /// A view of `source` that can observe but not send: the same as `source.readOnly`.
@@ -157,12 +161,13 @@ public struct ReadOnlyEventSource<Event: Sendable>: EventSourceProtocol {
   /// let finished = ReadOnlyEventSource(finishedSource)
   /// ```
   public init(_ source: EventSource<Event>) {
-    self.init(hub: source.hub)
+    self.init(viewing: source)
   }
 
   @usableFromInline init(derived: DerivedEventSource<Event>) {
     hub = derived.hub
     self.derived = derived
+    viewed = nil
   }
 
   /// This view itself.
