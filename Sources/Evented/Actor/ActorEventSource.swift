@@ -155,8 +155,9 @@ public actor ActorEventSource<Event: Sendable>: ActorBoundedSource {
     subscribe(owner: nil, isOnce: true, .plain(handler))
   }
 
-  /// Ends every subscription of this source: sequences finish, handlers are not
-  /// started again (one already running may finish).
+  /// Ends every subscription of this source: sequences finish once they have handed
+  /// out the events they buffered, handlers are not started again (one already running
+  /// may finish).
   public func removeAllObservers() {
     sinks.endAll()
   }

@@ -66,6 +66,17 @@ struct ActorSink<Message: Sendable>: Sendable {
     }
   }
 
+  /// Removed by `removeAllObservers()`: a handler ends as by ``end()``; a sequence
+  /// takes nothing more but hands out what it buffered before it finishes, as a
+  /// lock-based source's sequence does.
+  func remove() {
+    if let handler {
+      handler.endAndRelease()
+    } else {
+      stream?.sourceEnded()
+    }
+  }
+
   /// Tells the subscription that its source is gone.
   func sourceEnded() {
     if let handler {
@@ -194,7 +205,7 @@ struct ActorSinks<Message: Sendable>: Sendable {
     let removed = items
     items = []
     cursor = 0
-    for sink in removed { sink.end() }
+    for sink in removed { sink.remove() }
   }
 
   /// Tells every subscription that the source is gone.

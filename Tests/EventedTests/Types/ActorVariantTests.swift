@@ -70,6 +70,31 @@ private struct Profile: Equatable, Sendable {
 
   // MARK: Lifetime and cancellation
 
+  /// As for a lock-based source, `removeAllObservers()` lets a sequence hand out the
+  /// events it buffered before it finishes.
+  @Test func actorRemoveAllObserversFinishesASequenceAfterItsBufferedEvents() async {
+    let source = ActorEventSource<Int>()
+    let events = await source.events()
+    await source.send(1)
+    await source.send(2)
+    await source.removeAllObservers()
+    await source.send(3)
+    var received: [Int] = []
+    for await event in events { received.append(event) }
+    #expect(received == [1, 2])
+    #expect(await source.observerCount == 0)
+
+    let twin = EventSource<Int>()
+    let twinEvents = twin.events()
+    twin.send(1)
+    twin.send(2)
+    twin.removeAllObservers()
+    twin.send(3)
+    var twinReceived: [Int] = []
+    for await event in twinEvents { twinReceived.append(event) }
+    #expect(twinReceived == received)
+  }
+
   @Test func actorDeadOwnersHandlerIsReleasedByTheNextSubscribe() async {
     // No send and no observerCount: the next subscription alone must notice the dead
     // owner, end its handler task and release what the handler captured.
