@@ -5,13 +5,19 @@ import Testing
 /// A derived value whose last observer's owner died is freed by the next subscribe or
 /// `observerCount` on one of its sources, without waiting for a write.
 @Suite struct DerivedLifetimeTests {
-  @Test func lifetimeAMapWhoseObserversOwnerDiedIsFreedByTheNextObserverCount() {
+  @Test(arguments: [false, true])
+  func lifetimeAMapWhoseObserversOwnerDiedIsFreedByTheNextObserverCount(ofEvents: Bool) {
     let live = LiveCount()
-    let source = Property(0)
+    let property = Property(0)
+    let events = EventSource<Int>()
     var owner: Owner? = Owner()
-    source.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    if ofEvents {
+      events.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    } else {
+      property.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    }
     owner = nil
-    #expect(source.observerCount == 0)
+    #expect((ofEvents ? events.observerCount : property.observerCount) == 0)
     #expect(live.value == 0)
   }
 
@@ -81,16 +87,6 @@ import Testing
     outer.value = next
     #expect(seen.values == [2, 3, 10])
     subscription.cancel()
-  }
-
-  @Test func lifetimeADerivedEventSourceWhoseObserversOwnerDiedIsFreedByTheNextObserverCount() {
-    let live = LiveCount()
-    let source = EventSource<Int>()
-    var owner: Owner? = Owner()
-    source.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
-    owner = nil
-    #expect(source.observerCount == 0)
-    #expect(live.value == 0)
   }
 
   @Test func lifetimeManyScreensOfDerivedValuesLeaveNothingBehind() {
