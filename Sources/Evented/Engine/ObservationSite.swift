@@ -110,16 +110,19 @@ final class ObservationSite: Observable, Sendable {
   // MARK: Observe mode (derived values and arrays)
 
   /// Arms a source that notifies through a subscription: makes one with `subscribe`
-  /// unless one is waiting. The subscription's handler must call ``changed()``.
+  /// unless one is waiting. The subscription's handler must call ``changed()``. A
+  /// waiting subscription that something else ended (`removeAllObservers()` on the
+  /// source) is replaced.
   @usableFromInline func follow(_ subscribe: () -> Subscription) {
-    guard waiting.withLock({ $0 == nil }) else { return }
+    guard waiting.withLock({ $0?.isActive != true }) else { return }
     let made = subscribe()
-    let extra = waiting.withLock { waiting -> Subscription? in
-      guard waiting == nil else { return made }
-      waiting = made
-      return nil
+    let (extra, ended) = waiting.withLock { waiting -> (Subscription?, Subscription?) in
+      if let current = waiting, current.isActive { return (made, nil) }
+      defer { waiting = made }
+      return (nil, waiting)
     }
     extra?.cancel()
+    _ = ended  // released after unlocking
   }
 
   /// The followed source changed: ends the waiting subscription and notifies.

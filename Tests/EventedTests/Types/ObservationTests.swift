@@ -121,6 +121,24 @@ private func track<T>(_ apply: () -> T, fired: Counter, reading read: (@Sendable
     #expect(fired.wait(for: 2))
   }
 
+  /// `removeAllObservers()` ends the subscription an array's tracking waits on; the next
+  /// tracked read makes a new one.
+  @Test func arrayTrackingFiresAgainAfterRemoveAllObservers() {
+    let items = ArrayProperty([1])
+    let view = items.readOnly
+    let first = Counter()
+    _ = track({ items.count + view.value.count }, fired: first)
+    items.removeAllObservers()
+    items.append(2)
+    let second = Counter()
+    _ = track({ items.count }, fired: second)
+    let third = Counter()
+    _ = track({ view.value.count }, fired: third)
+    items.append(3)
+    #expect(second.wait(for: 1))
+    #expect(third.wait(for: 1))
+  }
+
   @Test func constantNeverFires() {
     let constant = ReadOnlyProperty(constant: 3)
     let fired = Counter()
