@@ -152,11 +152,15 @@ public struct ArrayChangeset<Element> {
 
   /// Whether applying the changes one by one to a `BlockList` beats taking runs on an
   /// array of `count` elements: when there are many steps that are not runs (a
-  /// shuffle's moves) and the array is large.
+  /// shuffle's moves) and the array is large. Replacements do not count: an array
+  /// takes each in O(1), where a block list must find its block.
   func usesBlocks(count: Int) -> Bool {
     guard count > 4_096 && changes.count > 64 else { return false }
     var steps = 0
-    forEachRun { _ in steps += 1 }
+    forEachRun { run in
+      if case .replace = run { return }
+      steps += 1
+    }
     return steps > 64
   }
 

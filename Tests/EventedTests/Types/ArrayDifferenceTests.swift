@@ -140,6 +140,22 @@ private struct Touching: Hashable, Sendable {
     expectConsistent(changeset, from: old)
   }
 
+  /// Replacements cost O(1) each on an array: a changeset of replacements alone, however
+  /// large, is applied and summarized there, in linear time, not through a block list.
+  @Test func largeChangesetsOfReplacementsApplyAndSummarizeOnAnArray() {
+    let old = Array(0..<20_000)
+    let property = ArrayProperty(old)
+    let log = ChangesetLog(property)
+    property.replaceSubrange(0..<old.count, with: old.map { -$0 - 1 })
+    #expect(log.changesets.count == 1)
+    guard let changeset = log.changesets.first else { return }
+    let usesBlocks = changeset.usesBlocks(count: old.count)
+    #expect(!usesBlocks)
+    let applied = changeset.applied(to: old) == changeset.array
+    #expect(applied)
+    expectConsistent(changeset, from: old)
+  }
+
   @Test func aBlockListInsertsAndRemovesAsAnArrayDoes() {
     var random = SplitMix(seed: 11)
     var array = Array(0..<1_000)
