@@ -29,11 +29,14 @@ protocol FollowingNode: AnyObject, Sendable {
 /// Handed to a sweep by the link of a node without live observers: after unlocking,
 /// the node's observers are swept (``Garbage/dispose()``). Dropped anywhere else (a
 /// check that releases nothing), it does nothing.
+///
+/// It holds the node strongly, so that no reference the sweep took under the source's
+/// lock is the node's last one when it is released there; ``serve(_:)`` takes the
+/// reference out, so that the node can be freed by the sweep of its observers while
+/// the request stays with the rest of the sweep's garbage. Touched by one thread only.
 @usableFromInline
 final class SweepRequest {
-  /// Held weakly, so that the sweep can free the node while the request is kept with
-  /// the rest of the sweep's garbage.
-  @usableFromInline weak var node: (any FollowingNode)?
+  @usableFromInline var node: (any FollowingNode)?
 
   @usableFromInline init(_ node: any FollowingNode) {
     self.node = node
@@ -46,8 +49,9 @@ final class SweepRequest {
     // The class is final: comparing the exact type costs a load, where `as?` calls the
     // runtime's dynamic cast.
     guard let owner, type(of: owner) == SweepRequest.self else { return false }
-    unsafeDowncast(owner, to: SweepRequest.self).node?.sweepObservers()
-    return true
+    let node = unsafeDowncast(owner, to: SweepRequest.self).node.take()
+    node?.sweepObservers()
+    return true  // `node` is released here, outside every lock: it may free the node.
   }
 }
 
