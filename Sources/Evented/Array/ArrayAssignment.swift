@@ -120,7 +120,7 @@ extension ArrayProperty {
     var old = new
     swap(&old, &store.pointee.stored.elements)
     store.pointee.stored.version &+= 1
-    store.pointee.stored.exposure.isShared = true
+    store.pointee.stored.exposure.state = .shared
     if let recipients = store.pointee.recipientsOfCommit() {
       let changeset = ArrayChangeset(changes: changes, array: new, isTransactional: isTransactional)
       hub.commit(token, to: recipients) { _ in changeset }

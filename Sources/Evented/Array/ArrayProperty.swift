@@ -145,9 +145,9 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
 
   /// Appends `element`.
   ///
-  /// - Complexity: Amortized O(1) when nobody else holds the array: no observer, and
-  ///   no array read through ``value`` or delivered since the last mutation. Otherwise
-  ///   the elements are copied once, O(*n*).
+  /// - Complexity: Amortized O(1) when nobody else holds the array: no array read
+  ///   through ``value`` since the last mutation, and no observer but synchronous ones
+  ///   that do not keep it. Otherwise the elements are copied once, O(*n*).
   @inlinable
   public func append(_ element: Element) {
     // Performance: "Arrays at scale" (S5). Without subscribers and with a buffer of the
@@ -155,7 +155,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     let token = hub.lockForCommit()
     let store = token.state
     if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
-    if !store.pointee.stored.exposure.isShared && store.pointee.recipientsOfCommit() == nil {
+    if store.pointee.recipientsOfCommit() == nil && store.pointee.prepareInPlace() {
       store.pointee.stored.elements.append(element)
       store.pointee.stored.version &+= 1
       token.unlock()

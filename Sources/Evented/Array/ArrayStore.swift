@@ -1,34 +1,54 @@
 // What an `ArrayProperty` keeps under its hub's lock, and the one path by which every
 // mutation and batch changes it.
 //
-// Mutating in place. A mutation works on the stored buffer itself when nobody outside
-// the lock can have seen it, so that appending is amortized O(1) and a bulk mutator
-// costs what Array's does. The buffer leaves the lock whenever `value` is read, a
-// changeset carrying the array is committed, a subscription replays it, or an
-// assignment stores an array its caller still holds; each of these marks the store
-// shared. The next mutation of a shared store copies the elements into a new buffer,
-// which is again private to the lock. Swift's own uniqueness check is not enough: a
-// buffer whose last outside holder has just released it is unique, but the reads that
-// holder made are ordered before the writer's mutation only through reference counts,
-// which live in the runtime that Thread Sanitizer does not instrument, so it would
-// report a race that is not one. A new buffer, written only under the lock until it
-// is shared, keeps every access ordered by the lock.
+// Mutating in place. A mutation works on the stored buffer itself unless someone else
+// holds it, so that appending is amortized O(1) and a bulk mutator costs what Array's
+// does. Swift's copy-on-write makes that correct on its own: a mutation of a buffer that
+// another array still references copies it first. What it does not make is an order
+// that Thread Sanitizer sees: a holder's reads are ordered before the writer's in-place
+// mutation only through reference counts, which live in the runtime that Thread
+// Sanitizer does not instrument, so it would report a race that is not one. So the
+// store tracks where its buffer went (`Exposure`):
 //
+// - `owned`: the buffer never left the lock since it was made.
+// - `lent`: it left the lock only in changesets committed to handlers that keep no
+//   message (`SubscriptionCore.keepsNoMessage`), run on the delivering thread. Such a
+//   thread reads the buffer before its next step under the hub's lock, or before it
+//   stops delivering (`DeliveryQueue.tryStop`, a releasing exchange), and keeps its
+//   reference to the changeset until then (`Hub.drain`). A mutation first loads the
+//   queue's flags acquiring (`prepareInPlace`): every reader that let go of the buffer
+//   is then ordered before it, and copy-on-write copies a buffer still held. So a
+//   synchronous observer that keeps nothing costs no copy.
+// - `shared`: it left the lock any other way: `value` was read, a changeset went to a
+//   queue, a sequence or a derived value, a subscription replayed it, a user's batch
+//   could keep it, or an assignment stored an array its caller still holds. The next
+//   mutation copies the elements into a new buffer of the lock's own, so that every
+//   access stays ordered by the lock.
+
 // Versions. Every commit counts up `version`, so that an assignment diffed outside the
 // lock can tell, when it locks again, whether the array it diffed is still the stored
 // one.
 
 import Synchronization
 
-/// Whether a store's buffer has left the lock since it was made.
+/// Where a store's buffer went since it was made (see the top of this file).
+@usableFromInline
+enum Exposure: UInt8 {
+  case owned, lent, shared
+}
+
+/// Where a store's buffer went since it was made.
 ///
 /// A class so that a replay, which reads the store without `inout` access, can mark it.
 @usableFromInline
 final class ArrayExposure {
   /// Guarded by the lock of the hub whose store holds this object.
-  @usableFromInline @exclusivity(unchecked) var isShared = false
+  @usableFromInline @exclusivity(unchecked) var state = Exposure.owned
 
   @usableFromInline init() {}
+
+  /// Whether the next mutation must copy the elements into a buffer of the lock's own.
+  @inlinable var isShared: Bool { state == .shared }
 }
 
 /// The stored value of an `ArrayProperty`'s hub.
@@ -43,7 +63,7 @@ struct ArrayStore<Element> {
 
   @usableFromInline init(_ elements: [Element]) {
     self.elements = elements
-    exposure.isShared = true
+    exposure.state = .shared
   }
 
   /// The current array, for use outside the lock: marks the buffer shared.
@@ -51,8 +71,38 @@ struct ArrayStore<Element> {
   /// - Precondition: Called inside the hub's lock.
   @inlinable
   func share() -> [Element] {
-    exposure.isShared = true
+    exposure.state = .shared
     return elements
+  }
+
+  /// The current array, for a changeset committed to `recipients`: lent if no
+  /// recipient keeps it, else shared.
+  ///
+  /// - Precondition: Called inside the hub's lock.
+  @inlinable
+  func share<Message>(with recipients: Recipients<Message>) -> [Element] {
+    if exposure.state != .shared && recipients.keepNoMessage {
+      exposure.state = .lent
+      return elements
+    }
+    return share()
+  }
+}
+
+extension HubState {
+  /// Whether the stored buffer may be changed in place, without a copy of the lock's
+  /// own; orders the readers of a lent buffer before the change (see the top of
+  /// ArrayStore.swift).
+  ///
+  /// - Precondition: Called inside the hub's lock.
+  @inlinable mutating func prepareInPlace<Element>() -> Bool where Stored == ArrayStore<Element> {
+    switch stored.exposure.state {
+    case .owned: return true
+    case .shared: return false
+    case .lent:
+      _ = core?.pointee.queue.flags.load(ordering: .acquiring)
+      return true
+    }
   }
 }
 
@@ -104,7 +154,9 @@ extension ArrayProperty {
     // are those of the commit.
     let recipients = store.pointee.recipientsOfCommit()
     let isTransactional = transactionsBegun.load(ordering: .relaxed) && store.pointee.noteArrayCommit(to: hub)
-    var batch = Batch(taking: &store.pointee.stored, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
+    let inPlace = store.pointee.prepareInPlace()
+    var batch = Batch(
+      taking: &store.pointee.stored, inPlace: inPlace, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
     let outcome: Outcome
     do throws(Failure) {
       outcome = try body(&batch)
@@ -117,7 +169,8 @@ extension ArrayProperty {
     let leftover = batch.finish(into: &store.pointee.stored)
     if leftover.changed, let recipients {
       let changeset = ArrayChangeset(
-        changes: leftover.changes, array: store.pointee.stored.share(), isTransactional: isTransactional)
+        changes: leftover.changes, array: store.pointee.stored.share(with: recipients),
+        isTransactional: isTransactional)
       hub.commit(token, to: recipients) { _ in changeset }
     } else {
       token.unlock()
@@ -133,10 +186,10 @@ extension ArrayProperty.Batch {
   /// - Precondition: Called inside the hub's lock; ``finish(into:)`` or
   ///   ``undo(into:)`` gives the elements back before it is released.
   @inlinable
-  init(taking store: inout ArrayStore<Element>, isUserBatch: Bool, hasRecipients: Bool) {
+  init(taking store: inout ArrayStore<Element>, inPlace: Bool, isUserBatch: Bool, hasRecipients: Bool) {
     self.isUserBatch = isUserBatch
     records = isUserBatch || hasRecipients || !_isPOD(Element.self)
-    mustCopy = store.exposure.isShared
+    mustCopy = !inPlace
     swap(&current, &store.elements)
   }
 
@@ -149,7 +202,12 @@ extension ArrayProperty.Batch {
   mutating func finish(into store: inout ArrayStore<Element>) -> ArrayProperty<Element>.Leftover {
     swap(&current, &store.elements)
     if changed { store.version &+= 1 }
-    store.exposure.isShared = mustCopy || isUserBatch
+    if mustCopy || isUserBatch {
+      store.exposure.state = .shared
+    } else if store.exposure.state == .shared {
+      // The batch copied the elements.
+      store.exposure.state = .owned
+    }
     return ArrayProperty<Element>.Leftover(changes: changes, replaced: replaced, changed: changed)
   }
 
@@ -177,7 +235,7 @@ extension ArrayProperty.Batch {
       }
     }
     swap(&current, &store.elements)
-    store.exposure.isShared = true
+    store.exposure.state = .shared
     return ArrayProperty<Element>.Leftover(changes: changes, replaced: replaced, changed: false)
   }
 

@@ -143,6 +143,7 @@ extension Hub {
         entry = unsafeDowncast(messageEntry, to: Entry<Message>.self)
       }
     }
+    entry.keepsNoMessage = target == nil
     let subscription = Subscription(core: entry)
     node?.willObserve()
     subscribe(entry, replay: replay)

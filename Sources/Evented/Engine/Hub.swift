@@ -245,15 +245,30 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     let me = currentThreadID()
     thread.pointee.depth += 1
     defer { DeliveringThread.exit(thread) }
-    var foundGone = !first.deliver(me: me)
+    // Each delivery is released only after the step that follows it (under the lock, or
+    // the stop's releasing exchange), which orders its handlers' reads of a lent array
+    // before the array's next change in place (ArrayStore.swift).
+    guard var delivered = step(after: first.deliver(me: me), core: core, thread: thread) else {
+      return withExtendedLifetime(first) {}
+    }
     _ = consume first
     while true {
-      // The outermost pass delivers what its handlers' writes postponed, and waits for the
-      // room its handlers' forwards owe, before going on.
-      if thread.pointee.depth == 1, thread.pointee.hasWorkAtBoundary { DeliveringThread.settle(thread) }
-      guard foundGone || !core.pointee.queue.tryStop(), let next = takeNext(sweeping: foundGone) else { return }
-      foundGone = !next.deliver(me: me)
+      guard let next = step(after: delivered.deliver(me: me), core: core, thread: thread) else { return }
+      delivered = next
     }
+  }
+
+  /// The next delivery after one that met only `live` subscriptions (if not, removes
+  /// the ended ones first); nil once the thread stopped delivering or handed over.
+  @inlinable @inline(__always)
+  func step(
+    after live: Bool, core: UnsafeMutablePointer<HubCore<Message>>, thread: UnsafeMutablePointer<DeliveringState>
+  ) -> Parcel<Message>? {
+    // The outermost pass delivers what its handlers' writes postponed, and waits for the
+    // room its handlers' forwards owe, before going on.
+    if thread.pointee.depth == 1, thread.pointee.hasWorkAtBoundary { DeliveringThread.settle(thread) }
+    guard !live || !core.pointee.queue.tryStop() else { return nil }
+    return takeNext(sweeping: !live)
   }
 
   /// Takes the next queued delivery, or stops delivering (or hands the role over).

@@ -42,6 +42,15 @@ enum Recipients<Message> {
       return deliver(entry)
     }
   }
+
+  /// Whether every recipient's handler is a user's, run on the delivering thread (see
+  /// `SubscriptionCore.keepsNoMessage`).
+  @inlinable var keepNoMessage: Bool {
+    switch self {
+    case .all(let entries): entries.allSatisfy { $0.keepsNoMessage }
+    case .one(let entry): entry.keepsNoMessage
+    }
+  }
 }
 
 /// The entry at `index` of a snapshot's buffer, unretained, to be used at +0 without a

@@ -38,9 +38,10 @@ class SubscriptionCore: @unchecked Sendable {
   // subclass's handler as a lock would (a start acquires it, the matching finish
   // releases it; see the top of this file). A thread that waits for a running handler
   // waits under the lock of `WaitRoom.shared`, which guards only that wait.
-  // `isOwnedByHandle` is written once, before the subscription is published to its
-  // source (under the hub's lock, or on the actor), which orders every later read
-  // (hence `@exclusivity(unchecked)`); `isOnce` and `target` are immutable.
+  // `isOwnedByHandle` and `keepsNoMessage` are written once, before the subscription
+  // is published to its source (under the hub's lock, or on the actor), which orders
+  // every later read (hence `@exclusivity(unchecked)`); `isOnce` and `target` are
+  // immutable.
 
   @usableFromInline static let ended: UInt = 1
   @usableFromInline static let runnerReleases: UInt = 2
@@ -51,6 +52,11 @@ class SubscriptionCore: @unchecked Sendable {
   /// Whether the handle returned by `observe` owns the subscription: it lives until it
   /// ends, and the handle's deinit ends it. Written once before it is published.
   @usableFromInline @exclusivity(unchecked) final var isOwnedByHandle = false
+  /// Whether the handler is a user's, run on the delivering thread, so that nothing of
+  /// the library keeps a message once the handler returns: an array lends its buffer to
+  /// a commit made for such subscriptions only (ArrayStore.swift). Written once before
+  /// it is published.
+  @usableFromInline @exclusivity(unchecked) final var keepsNoMessage = false
   /// Where the handler runs; nil runs it inline on the delivering thread.
   @usableFromInline let target: DeliveryTarget?
 

@@ -145,6 +145,7 @@ final class Counter: Sendable {
 
   func increment() { count.withLock { $0 += 1 } }
   func decrement() { count.withLock { $0 -= 1 } }
+  func add(_ amount: Int) { count.withLock { $0 += amount } }
 
   var value: Int { count.current }
 

@@ -43,6 +43,57 @@ private func bufferAddress(_ property: ArrayProperty<Int>) -> UnsafeRawPointer? 
     #expect(property.value == [0, 1, 2])
   }
 
+  @Test func appendingWithASynchronousObserverThatKeepsNothingChangesTheBufferInPlace() {
+    let property = ArrayProperty<Int>([])
+    let counted = Counter()
+    let subscription = property.observeChanges { changeset in counted.add(changeset.array.count) }
+    var moves = 0
+    var address = bufferAddress(property)
+    for i in 0..<1_000 {
+      property.append(i)
+      let now = bufferAddress(property)
+      if now != address { moves += 1 }
+      address = now
+    }
+    // Growing by doubling moves the buffer about log2(1,000) times; a copy per append,
+    // 1,000 times.
+    #expect(moves < 50)
+    #expect(counted.value == 1_000 * 1_001 / 2)
+    #expect(property.value == Array(0..<1_000))
+    subscription.cancel()
+  }
+
+  @Test func arraysKeptByAnObserverStayAsTheyWereWhileAppendsGoOn() {
+    let property = ArrayProperty<Int>([])
+    let kept = Recorder<[Int]>()
+    let subscription = property.observe { kept.append($0) }
+    let lent = property.observeChanges { _ in }
+    for i in 0..<200 { property.append(i) }
+    // The current array first, then the array of every append.
+    #expect(kept.values.count == 201)
+    #expect(kept.values.enumerated().allSatisfy { index, array in array == Array(0..<index) })
+    subscription.cancel()
+    lent.cancel()
+  }
+
+  @Test func appendsOnSeveralThreadsWithSynchronousObserversThatReadEveryElement() {
+    // The handlers run on whichever thread delivers, and read the whole buffer that the
+    // next append changes in place: Thread Sanitizer checks that they are ordered.
+    let property = ArrayProperty<Int>([])
+    let sums = Counter()
+    let subscription = property.observeChanges { changeset in sums.add(changeset.array.reduce(0, +) & 1) }
+    let finished = onThreads { thread in
+      for i in 0..<500 {
+        property.append(thread * 1_000 + i)
+        if i % 50 == 0 { _ = property.value }
+      }
+    }
+    #expect(finished)
+    #expect(property.count == 500 * contentionThreads)
+    #expect(Set(property.value).count == 500 * contentionThreads)
+    subscription.cancel()
+  }
+
   @Test func aDeliveredArrayIsNeverChangedAfterwards() {
     let property = ArrayProperty([1, 2, 3])
     let log = ChangesetLog(property)
