@@ -9,6 +9,8 @@ extension ArrayProperty: Observable {
   /// Registers a read with the tracking scope of the calling thread, if any.
   @inlinable @inline(__always)
   func registerAccess() {
-    observation.access { site in observeChanges { _ in site.changed() } }
+    observation.access { site in
+      hub.observe(.handle, reading: .message, on: nil, outlivesRemoveAll: true, { _ in site.changed() })
+    }
   }
 }

@@ -29,13 +29,12 @@ extension ArrayProperty {
   ///   receive the arrays in commit order, one per changeset, and end on `value` when
   ///   writers stop.
   /// - **Reentrancy:** As ``ArrayProperty``.
-  /// - **Lifetime:** The view keeps this array's storage alive, and this array keeps
-  ///   the view; each subscription to the view keeps it alive too. When the array and
-  ///   the view's last subscription are gone, the view is freed and its subscription
-  ///   to the array ends.
+  /// - **Lifetime:** The view, and every value derived from it, keeps this array alive;
+  ///   the array keeps the view's node, which its subscriptions keep too. When the
+  ///   array is freed, every subscription to the view ends.
   public var readOnly: ReadOnlyProperty<[Element]> {
-    if let node = view.load() { return ReadOnlyProperty(derived: node) }
-    return ReadOnlyProperty(derived: view.storeIfNil(makeViewNode()))
+    let node = view.load() ?? view.storeIfNil(makeViewNode())
+    return ReadOnlyProperty(derived: node, keeping: self)
   }
 
   /// Ends the subscriptions to ``readOnly``; its next observer makes it follow this
@@ -44,6 +43,18 @@ extension ArrayProperty {
     guard let node = view.load() else { return }
     node.hub.removeAll()
     node.unlink()
+    // The subscription of Observation's scopes outlives `removeAll()`: follow again.
+    if node.hub.hasLiveSubscribers {
+      node.willObserve()
+      node.didObserve()
+    }
+  }
+
+  /// Ends every subscription to ``readOnly``, for the array's deinit: nothing can
+  /// change the view again, so scopes waiting for its next change would keep it, and
+  /// the array's elements, for good.
+  func endView() {
+    view.load()?.hub.removeAll(keepingTracking: false)
   }
 
   /// A node that follows this array.

@@ -73,6 +73,10 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     self.assignment = assignment
   }
 
+  deinit {
+    endView()
+  }
+
   /// Creates an array property; whole-array assignment removes every old element and
   /// inserts every new one.
   ///

@@ -90,6 +90,8 @@ extension Hub {
   ///   - isOnce: Whether the subscription ends just before its first invocation.
   ///   - replay: Builds the first message from the current value, for a replay.
   ///   - anchor: What the handler keeps alive (a derived source's node), or nil.
+  ///   - outlivesRemoveAll: Whether `removeAllObservers()` leaves the subscription in
+  ///     place (an Observation site's).
   ///   - owned: The handler, given with an owner (unused with `.handle`).
   ///   - handler: The handler, given with `.handle` (unused with an owner).
   ///
@@ -103,6 +105,7 @@ extension Hub {
     isOnce: Bool = false,
     replay: ((borrowing Stored) -> Message)? = nil,
     anchor: (any AnyObject & Sendable)? = nil,
+    outlivesRemoveAll: Bool = false,
     owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
     _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
@@ -144,6 +147,7 @@ extension Hub {
       }
     }
     entry.keepsNoMessage = target == nil
+    entry.outlivesRemoveAll = outlivesRemoveAll
     let subscription = Subscription(core: entry)
     node?.willObserve()
     subscribe(entry, replay: replay)

@@ -33,11 +33,12 @@ extension Hub {
     garbage.dispose()
   }
 
-  /// Ends and removes every subscription; also ends, and waits for, those that a
-  /// concurrent call removed and has not finished ending.
-  func removeAll() {
+  /// Ends and removes every subscription (but Observation's, if `keepingTracking`);
+  /// also ends, and waits for, those that a concurrent call removed and has not
+  /// finished ending.
+  func removeAll(keepingTracking: Bool = true) {
     var garbage = Garbage<Message>()
-    let ticket = storage.withLock { $0.subscribers.removeAll(into: &garbage) }
+    let ticket = storage.withLock { $0.subscribers.removeAll(into: &garbage, keepingTracking: keepingTracking) }
     garbage.dispose()
     var finished = Garbage<Message>()
     storage.withLock { $0.subscribers.finishRemoval(ticket, into: &finished) }

@@ -38,10 +38,10 @@ class SubscriptionCore: @unchecked Sendable {
   // subclass's handler as a lock would (a start acquires it, the matching finish
   // releases it; see the top of this file). A thread that waits for a running handler
   // waits under the lock of `WaitRoom.shared`, which guards only that wait.
-  // `isOwnedByHandle` and `keepsNoMessage` are written once, before the subscription
-  // is published to its source (under the hub's lock, or on the actor), which orders
-  // every later read (hence `@exclusivity(unchecked)`); `isOnce` and `target` are
-  // immutable.
+  // `isOwnedByHandle`, `keepsNoMessage` and `outlivesRemoveAll` are written once,
+  // before the subscription is published to its source (under the hub's lock, or on
+  // the actor), which orders every later read (hence `@exclusivity(unchecked)`);
+  // `isOnce` and `target` are immutable.
 
   @usableFromInline static let ended: UInt = 1
   @usableFromInline static let runnerReleases: UInt = 2
@@ -57,6 +57,10 @@ class SubscriptionCore: @unchecked Sendable {
   /// a commit made for such subscriptions only (ArrayStore.swift). Written once before
   /// it is published.
   @usableFromInline @exclusivity(unchecked) final var keepsNoMessage = false
+  /// Whether `removeAllObservers()` leaves the subscription in place: the one by which
+  /// a source notifies Observation's tracking scopes (ObservationSite.swift), which
+  /// are not its observers. Written once before it is published.
+  @usableFromInline @exclusivity(unchecked) final var outlivesRemoveAll = false
   /// Where the handler runs; nil runs it inline on the delivering thread.
   @usableFromInline let target: DeliveryTarget?
 

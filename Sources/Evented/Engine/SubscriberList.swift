@@ -136,15 +136,22 @@ struct SubscriberList<Message> {
     if let old = snapshot.take() { garbage.snapshot = old }
   }
 
-  /// Removes every subscription. `garbage.rare().removed` receives them together with those
-  /// that concurrent calls took and are still ending.
+  /// Removes every subscription but those that outlive it (`outlivesRemoveAll`).
+  /// `garbage.rare().removed` receives them together with those that concurrent calls
+  /// took and are still ending.
   ///
   /// - Returns: the ticket to pass to ``finishRemoval(_:into:)`` once they are ended.
-  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>) -> UInt {
+  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>, keepingTracking: Bool = true) -> UInt
+  {
     var taken = ContiguousArray<Entry<Message>>()
+    var kept = ContiguousArray<Entry<Message>?>()
     taken.reserveCapacity(live)
     for case let entry? in slots {
-      taken.append(entry)
+      if keepingTracking && entry.outlivesRemoveAll && !entry.isEnded {
+        kept.append(entry)
+      } else {
+        taken.append(entry)
+      }
     }
     let more = garbage.rare()
     for other in removals.values { more.removed.append(contentsOf: other) }
@@ -152,8 +159,9 @@ struct SubscriberList<Message> {
     let ticket = nextRemoval
     nextRemoval &+= 1
     removals[ticket] = taken
-    slots = []
-    live = 0
+    live = kept.count
+    slots = kept
+    scanCursor = 0
     dropSnapshot(into: &garbage)
     _checkInvariants()
     return ticket

@@ -38,23 +38,29 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   @usableFromInline let derived: DerivedProperty<Value>?
   /// The viewed property; nil for a derived value or a constant.
   @usableFromInline let viewed: Property<Value>?
+  /// The source object that a derived node does not hold itself, to keep it alive:
+  /// the array of an `ArrayProperty.readOnly`, which holds that node.
+  @usableFromInline let kept: (any AnyObject & Sendable)?
 
   @usableFromInline init(hub: Hub<Update<Value>, Value>) {
     self.hub = hub
     derived = nil
     viewed = nil
+    kept = nil
   }
 
-  @usableFromInline init(derived: DerivedProperty<Value>) {
+  @usableFromInline init(derived: DerivedProperty<Value>, keeping kept: (any AnyObject & Sendable)? = nil) {
     hub = derived.hub
     self.derived = derived
     viewed = nil
+    self.kept = kept
   }
 
   @usableFromInline init(viewing property: Property<Value>) {
     hub = property.hub
     derived = nil
     viewed = property
+    kept = nil
   }
 
   /// A read-only view of `property`: the same as `property.readOnly`.
@@ -79,7 +85,11 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
     if derived != nil {
       // Borrowed from `self`, not retained.
       return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { derived in
-        derived.observation.access { site in observeChanges { _ in site.changed() } }
+        derived.observation.access { site in
+          hub.observe(
+            .handle, reading: .message, on: nil, anchor: derived, outlivesRemoveAll: true,
+            { (_: Update<Value>) in site.changed() })
+        }
         return derived.value
       }
     }

@@ -1,3 +1,4 @@
+import Observation
 import Testing
 
 @testable import Evented
@@ -106,6 +107,43 @@ import Testing
     #expect(a.observerCount == 0)
     #expect(b.observerCount == 0)
     #expect(events.observerCount == 0)
+    #expect(live.value == 0)
+  }
+}
+
+/// An array's `readOnly` view, and what is derived from it, keep the array object alive;
+/// when the array is freed, whatever waited on the view lets go of it.
+@Suite struct ArrayViewLifetimeTests {
+  @Test(arguments: ["view", "map", "combineLatest", "flatMapLatest", "observed view"])
+  func lifetimeAnArrayViewOrAValueDerivedFromItKeepsTheArrayObjectAlive(_ kind: String) {
+    var items: ArrayProperty<Int>? = ArrayProperty([1])
+    let other = Property(0)
+    let kept: any PropertyProtocol
+    var subscription: Subscription?
+    switch kind {
+    case "view": kept = items!.readOnly
+    case "map": kept = items!.readOnly.map { $0.count }
+    case "combineLatest": kept = other.combineLatest(items!.readOnly)
+    case "flatMapLatest": kept = other.flatMapLatest { [view = items!.readOnly] _ in view }
+    default:
+      let view = items!.readOnly
+      subscription = view.observe { _ in }
+      kept = view
+    }
+    weak let weakItems = items
+    items = nil
+    #expect(weakItems != nil)
+    weakItems?.append(2)
+    withExtendedLifetime((kept, subscription)) {}
+  }
+
+  @Test func lifetimeAnArrayWhoseViewAScopeReadIsFreedWithItsElements() {
+    let live = LiveCount()
+    var items: ArrayProperty<Tracked>? = ArrayProperty([Tracked(live)])
+    _ = withObservationTracking({ items!.readOnly.value.count }, onChange: {})
+    weak let weakItems = items
+    items = nil
+    #expect(weakItems == nil)
     #expect(live.value == 0)
   }
 }

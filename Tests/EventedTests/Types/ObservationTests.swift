@@ -139,6 +139,27 @@ private func track<T>(_ apply: () -> T, fired: Counter, reading read: (@Sendable
     #expect(third.wait(for: 1))
   }
 
+  @Test func arrayScopeInstalledBeforeRemoveAllObserversFiresOnTheNextChange() {
+    let items = ArrayProperty([1])
+    let view = items.readOnly
+    let onArray = Counter()
+    let onView = Counter()
+    let onMap = Counter()
+    let counted = view.map { $0.count }
+    _ = track({ items.count }, fired: onArray)
+    _ = track({ view.value.count }, fired: onView)
+    _ = track({ counted.value }, fired: onMap)
+    items.removeAllObservers()
+    #expect(onArray.value == 0)
+    #expect(onView.value == 0)
+    items.append(2)
+    #expect(onArray.wait(for: 1))
+    #expect(onView.wait(for: 1))
+    // A value derived through the view stops with `removeAllObservers()` (see
+    // DerivedValues.md): its scope is not notified.
+    #expect(onMap.value == 0)
+  }
+
   @Test func constantNeverFires() {
     let constant = ReadOnlyProperty(constant: 3)
     let fired = Counter()
