@@ -92,9 +92,11 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   - backlogLimit: How many committed writes may wait for the thread that is
   ///     delivering for this property (1,024 unless given), as for a property that is
   ///     not lazy.
-  ///   - onFirstObserver: Runs when the number of subscriptions rises from zero, before
-  ///     the new subscription is added: a value it writes is the one that subscription
-  ///     receives first.
+  ///   - onFirstObserver: Runs when the number of subscriptions rises from zero,
+  ///     usually before the new subscription is added, so that a value it writes is
+  ///     the one that subscription receives first. If the stop hook is still running
+  ///     on another thread, it runs after that hook instead, on that thread, and the
+  ///     subscription may first receive the value current before it.
   ///   - onLastObserverGone: Runs when the number of subscriptions falls to zero, on
   ///     the thread that released the last one.
   ///
