@@ -79,7 +79,8 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
   /// derived value, computed now from the latest committed values of its sources.
   ///
   /// Reading never waits for a delivery to happen. For a derived value the transforms
-  /// run on every read, on the reading thread.
+  /// run on the reading thread when a source committed since they last ran (the
+  /// result is kept: reading an unchanged derived value runs nothing).
   @inlinable
   public var value: Value {
     if derived != nil {
