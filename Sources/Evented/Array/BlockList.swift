@@ -1,6 +1,7 @@
-// A sequence stored in blocks of at most `2 × blockSize` elements, so that inserting or
-// removing at an index costs O(√n)-ish (a walk over the block counts and a shift inside
-// one block) instead of O(n). `ArrayChangeset` uses it to apply or summarize a changeset
+// A sequence stored in blocks of at most `2 × blockSize` elements, where `blockSize` is
+// about √n (at least 256) for the n elements it starts with, so that inserting or
+// removing at an index costs O(√n) (a walk over the block counts and a shift inside one
+// block) instead of O(n). `ArrayChangeset` uses it to apply or summarize a changeset
 // with many moves or scattered insertions and removals, as a shuffle's difference has.
 
 /// A list with insertion and removal at an index in time proportional to the number of
@@ -8,11 +9,14 @@
 struct BlockList<Element> {
   /// The elements, in order, in blocks that are never empty (unless the list is).
   private var blocks: [[Element]]
-  private static var blockSize: Int { 256 }
+  /// Half the most elements a block holds.
+  private let blockSize: Int
 
   init(_ elements: [Element]) {
-    blocks = stride(from: 0, to: elements.count, by: Self.blockSize).map {
-      Array(elements[$0..<Swift.min($0 + Self.blockSize, elements.count)])
+    let blockSize = Swift.max(256, Int(Double(elements.count).squareRoot()))
+    self.blockSize = blockSize
+    blocks = stride(from: 0, to: elements.count, by: blockSize).map {
+      Array(elements[$0..<Swift.min($0 + blockSize, elements.count)])
     }
     if blocks.isEmpty { blocks = [[]] }
   }
@@ -42,9 +46,9 @@ struct BlockList<Element> {
   mutating func insert(_ element: Element, at index: Int) {
     let (block, offset) = locate(index)
     blocks[block].insert(element, at: offset)
-    if blocks[block].count > 2 * Self.blockSize {
-      let tail = Array(blocks[block][Self.blockSize...])
-      blocks[block].removeSubrange(Self.blockSize...)
+    if blocks[block].count > 2 * blockSize {
+      let tail = Array(blocks[block][blockSize...])
+      blocks[block].removeSubrange(blockSize...)
       blocks.insert(tail, at: block + 1)
     }
   }
