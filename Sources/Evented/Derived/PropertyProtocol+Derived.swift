@@ -294,11 +294,30 @@ extension PropertyProtocol {
       guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
       return missing
     }
+    // Made inside a transaction, the node starts from the state other threads see, as
+    // a computed node does (DerivedProperty.init): its observers never hold part of it.
+    let initial =
+      DerivedProperty<T>.isInTransaction
+      ? outsiderValue(of: outer, select: select, wrap: wrap, missing: missing) : compute()
     let node = DerivedProperty(
-      initial: compute(), backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
+      initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     node.link(to: outer) { node, value in node.follow(select(value), missing: missing, wrap: wrap) }
     return ReadOnlyProperty(derived: node)
   }
+}
+
+/// A `flatMapLatest`'s value as a thread that runs no transaction sees it: the outer
+/// value, then the target's, each from a consistent snapshot of its roots.
+@usableFromInline func outsiderValue<Outer: Sendable, Inner: Sendable, T: Sendable>(
+  of outer: ReadOnlyProperty<Outer>, select: (Outer) -> ReadOnlyProperty<Inner>?, wrap: (Inner) -> T, missing: T?
+) -> T {
+  let (outerValue, _) = Snapshot.consistent(of: outer.roots, as: .outsider) { outer.evaluate(in: $0) }
+  guard let target = select(outerValue) else {
+    guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
+    return missing
+  }
+  let (inner, _) = Snapshot.consistent(of: target.roots, as: .outsider) { target.evaluate(in: $0) }
+  return wrap(inner)
 }
 
 /// The roots of several sources, each once, in the order first met.

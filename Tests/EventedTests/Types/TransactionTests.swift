@@ -304,6 +304,30 @@ import Testing
     subscription?.cancel()
   }
 
+  @Test func transactionWithAFlatMapLatestMadeInsideItIsSeenWholeByItsObservers() {
+    let a = Property(0)
+    let b = Property(0)
+    let pair = a.combineLatest(b)
+    let selector = Property(0)
+    let here = Recorder<[Int]>()
+    let elsewhere = Recorder<[Int]>()
+    let box = SubscriptionBox()
+    var subscription: Subscription?
+    transaction {
+      a.value = 1
+      let chain = selector.flatMapLatest { _ in pair }
+      subscription = chain.observe { here.append([$0.0, $0.1]) }
+      #expect(completesOnAnotherThread { box.subscription = chain.observe { elsewhere.append([$0.0, $0.1]) } })
+      b.value = 1
+    }
+    #expect(elsewhere.wait { $0.last == [1, 1] })
+    #expect(here.values.allSatisfy { $0[0] == $0[1] }, "this thread's observer: \(here.values)")
+    #expect(elsewhere.values.allSatisfy { $0[0] == $0[1] }, "another thread's observer: \(elsewhere.values)")
+    #expect(here.values.last == [1, 1])
+    subscription?.cancel()
+    box.cancel()
+  }
+
   /// A transaction whose array change commits nothing (a `popLast` of an empty array,
   /// a batch that throws) makes no commit a transaction's: the next ones, made outside
   /// it by a thread with nobody else delivering, each reach the array's view as a state.
