@@ -148,8 +148,12 @@ enum DeliveringThread {
   /// the room that forwards made on this thread owe.
   @usableFromInline @inline(never)
   static func settle(_ state: UnsafeMutablePointer<DeliveringState>) {
-    if state.pointee.firstPostponed != nil { runPostponed(state) }
-    while let owed = state.pointee.owedRoom.popLast() { owed.waitForOwedRoom() }
+    while true {
+      if state.pointee.firstPostponed != nil { runPostponed(state) }
+      // Taking a role over delivers, and may postpone more or owe again.
+      guard let owed = state.pointee.owedRoom.popLast() else { return }
+      owed.waitForOwedRoom()
+    }
   }
 
   /// Records that the calling thread, inside a delivery frame, filled `source` beyond its

@@ -17,10 +17,12 @@
 // - Hand-off: a deliverer's turn (`passLength`, the deliveries it made) lasts at most
 //   its own delivery plus `backlogLimit` others when another thread wants the role. A
 //   thread that may wait and commits while the deliverer is past that length queues its
-//   delivery and becomes an heir (`heirs`); the deliverer, between two deliveries, sets
-//   `handOff` and stops; one heir takes the role and continues with the head of the
-//   queue. An heir whose own delivery has been taken by then (`taken` >= its ticket in
-//   `queued`) leaves.
+//   delivery and becomes an heir (`heirs`); one that commits from inside a handler (a
+//   derived event source's forward) becomes one once that handler has returned, at its
+//   outermost frame's boundary (`claimTurn`). The deliverer, between two deliveries,
+//   sets `handOff` and stops; one heir takes the role and continues with the head of
+//   the queue. An heir whose own delivery has been taken by then (`taken` >= its ticket
+//   in `queued`) leaves.
 //
 // Transitions take what they need as arguments (whether the calling thread may wait, a
 // planted bug) and return what the hub must do; none reads a thread-local or a switch.
@@ -137,6 +139,23 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
       return .heir(queued)
     }
     return .queued
+  }
+
+  /// Whether another thread delivers and is past its turn: a thread that queued a
+  /// delivery from inside a handler, where it cannot wait, claims the role at its
+  /// outermost frame's boundary (``claimTurn()``).
+  @inlinable var isPastTurn: Bool { passLength > backlogLimit && isDelivering }
+
+  /// Makes the calling thread an heir, if the deliverer is past its turn and deliveries
+  /// wait: the claim of a thread that queued one from inside a handler (see
+  /// `Hub.forward`), made once that handler has returned.
+  ///
+  /// - Returns: The ticket to wait with (the newest delivery queued), or nil.
+  @inlinable mutating func claimTurn() -> UInt? {
+    guard isPastTurn, backlog > 0 else { return nil }
+    heirs += 1
+    _checkInvariants()
+    return queued
   }
 
   /// Stops delivering if nothing is queued: the deliverer's step after a delivery,

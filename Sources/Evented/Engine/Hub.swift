@@ -64,45 +64,6 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     return token
   }
 
-  /// Waits, unless this thread is delivering for a source or running a handler: first,
-  /// without the lock, until no queue subscription it may wait for is full; then, in
-  /// arrival order, until the backlog has room.
-  @usableFromInline func waitForRoom(_ token: consuming Token) -> Token {
-    guard !DeliveringThread.isDelivering else { return token }
-    if let pressure = token.state.pointee.core.unsafelyUnwrapped.pointee.pressure, pressure.isFull {
-      // A queue's handler may need this lock to return (to read the value), so the wait
-      // for the queue is made without it.
-      token.unlock()
-      pressure.waitForRoom()
-      token = storage.lock()
-    }
-    return waitInLine(token)
-  }
-
-  /// Waits, in arrival order, until the backlog has room.
-  @usableFromInline func waitInLine(_ token: consuming Token) -> Token {
-    let (room, ticket) = token.state.pointee.queue.enterRoom()
-    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
-    if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
-    return token
-  }
-
-  /// Waits for the room that a ``forward(_:)`` of this thread went without: called at a
-  /// boundary of the thread's outermost delivery frame, where it holds no delivering
-  /// role but that frame's own. Waits for the source's queue subscriptions only on a
-  /// thread that runs no dispatch queue's block (two blocks waiting for each other's
-  /// queues would wait forever).
-  @usableFromInline func waitForOwedRoom() {
-    var token = storage.lock()
-    if QueuePressure.currentQueue == 0, let pressure = token.state.pointee.core?.pointee.pressure, pressure.isFull {
-      token.unlock()
-      pressure.waitForRoom()
-      token = storage.lock()
-    }
-    if token.state.pointee.queue.mayHaveToWait { token = waitInLine(token) }
-    token.unlock()
-  }
-
   // MARK: The path of a message
 
   /// Commits `message` to every current subscription and delivers it.
@@ -118,7 +79,9 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   /// is full the message is queued beyond the limit, and the thread owes the room: it
   /// waits for it at the next boundary of its outermost delivery frame, before it
   /// delivers anything more of its own source (`DeliveringThread.settle`). So a busy
-  /// source paces its writers by the derived source's backlog too.
+  /// source paces its writers by the derived source's backlog too. Likewise, when
+  /// another thread delivers the derived source past its turn, this thread takes the
+  /// role over there, so that no thread delivers other threads' events for good.
   @inlinable
   func forward(_ message: Message) {
     var token = storage.lock()
@@ -126,6 +89,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     if token.state.pointee.mayHaveToWait() {
       if DeliveringThread.isDelivering { owesRoom = true } else { token = waitForRoom(token) }
     }
+    if token.state.pointee.core?.pointee.queue.isPastTurn == true { owesRoom = true }
     if let recipients = token.state.pointee.recipientsOfCommit() {
       commit(token, to: recipients) { _ in message }
     } else {
@@ -206,26 +170,6 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       postponed.hub.drain(postponed.first, core: postponed.core, thread: thread)
     }
     DeliveringThread.postpone(thread, postponed)
-  }
-
-  /// Waits until the deliverer hands the role over (then delivers the queue) or the
-  /// delivery with `ticket` has been taken by a deliverer.
-  @usableFromInline func waitForTurn(_ token: consuming Token, _ ticket: UInt) {
-    while true {
-      switch token.state.pointee.queue.heirStep(ticket, newestFirst: Self.plantedNewestFirst) {
-      case .takeOver(let first, let wake):
-        wake?.broadcast()
-        let core = token.state.pointee.core.unsafelyUnwrapped
-        token.unlock()
-        if let first { drain(first, core: core, thread: DeliveringThread.current) }
-        return
-      case .leave:
-        token.unlock()
-        return
-      case .wait(let room):
-        token.wait(room)
-      }
-    }
   }
 
   /// Delivers `first`, then every delivery queued meanwhile, then stops delivering.
@@ -364,12 +308,6 @@ class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Store
     }
     core.deinitialize(count: 1)
     core.deallocate()
-  }
-}
-
-extension HubStorage: OwedRoom {
-  @usableFromInline func waitForOwedRoom() {
-    Hub(storage: self).waitForOwedRoom()
   }
 }
 

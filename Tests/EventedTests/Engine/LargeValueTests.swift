@@ -116,6 +116,36 @@ func stackPaths<Value: Generational>(of _: Value.Type) -> [StackPath] {
   ]
 }
 
+/// The paths that do not keep the rule yet (Guarantees.md, "Large values"): measured
+/// by ``LargeValueTests/stackFiguresOfEveryPath()``, not checked.
+func stackPathsOverTheRule<Value: Generational>(of _: Value.Type) -> [StackPath] {
+  let values = (0..<3).map { Value($0) }
+  return [
+    StackPath(name: "map of a map, observed") {
+      let property = Property(values[0])
+      let derived = property.map { $0 }.map { $0 }
+      let subscription = derived.observe { _ in }
+      property.value = values[1]
+      _ = derived.value
+      withExtendedLifetime(subscription) {}
+    },
+    StackPath(name: "map of a property, read unobserved") {
+      let property = Property(values[0])
+      let derived = property.map { $0 }
+      property.value = values[1]
+      _ = derived.value
+    },
+    StackPath(name: "map of a property, observed, written in a transaction") {
+      let property = Property(values[0])
+      let derived = property.map { $0 }
+      let subscription = derived.observe { _ in }
+      transaction { property.value = values[1] }
+      _ = derived.value
+      withExtendedLifetime(subscription) {}
+    },
+  ]
+}
+
 /// The most copies of a value that any path keeps on the stack at once (the stated
 /// rule), and the room allowed on top of them for the frames themselves (unoptimized
 /// frames of a derived value's path, from the root's delivery through the snapshot to
@@ -247,8 +277,14 @@ func paths(_ all: [StackPath], _ prefixes: String...) -> [StackPath] {
   @Test(.enabled(if: ProcessInfo.processInfo.environment["EVENTED_STACK_FIGURES"] != nil))
   func stackFiguresOfEveryPath() {
     for (label, paths, size) in [
-      ("64 KB", stackPaths(of: LargeValue.self), MemoryLayout<LargeValue>.size),
-      ("16 KB", stackPaths(of: MediumValue.self), MemoryLayout<MediumValue>.size),
+      (
+        "64 KB", stackPaths(of: LargeValue.self) + stackPathsOverTheRule(of: LargeValue.self),
+        MemoryLayout<LargeValue>.size
+      ),
+      (
+        "16 KB", stackPaths(of: MediumValue.self) + stackPathsOverTheRule(of: MediumValue.self),
+        MemoryLayout<MediumValue>.size
+      ),
     ] {
       for path in paths {
         let used = stackUsed(onStackOf: 64 << 20, by: path.run)

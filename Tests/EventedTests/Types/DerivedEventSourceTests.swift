@@ -91,6 +91,40 @@ import Testing
     subscription.cancel()
   }
 
+  @Test func boundedNoSendToASourceOfAMergeRunsMoreThanAboutTwiceTheLimitOfItsObserverCalls() {
+    // Each thread sends to its own source and forwards to the merge, whose observer is
+    // slow. Whichever thread delivers the merge must hand the role over once its turn
+    // is past the limit, instead of going on with the other thread's events for as
+    // long as they come.
+    let limit = 16
+    let sources = [EventSource<Int>(backlogLimit: limit), EventSource<Int>(backlogLimit: limit)]
+    let merged = sources.merge()
+    let senders = Monitor([UInt](repeating: 0, count: 2))
+    let calls = [Counter(), Counter()]
+    let perSource = Monitor([Int: [Int]]())
+    let subscription = merged.observe { event in
+      perSource.withLock { $0[event / 100_000, default: []].append(event % 100_000) }
+      if let index = senders.current.firstIndex(of: currentThreadID()) {
+        calls[index].increment()
+      }
+      work(microseconds: 20)
+    }
+    let perThread = 2_000
+    let mostPerSend = Atomic<Int>(0)
+    #expect(
+      onThreads(2) { index in
+        senders.withLock { $0[index] = currentThreadID() }
+        for step in 0..<perThread {
+          let before = calls[index].value
+          sources[index].send(index * 100_000 + step)
+          mostPerSend.max(calls[index].value - before, ordering: .relaxed)
+        }
+      })
+    for index in 0..<2 { #expect(perSource.current[index] == Array(0..<perThread)) }
+    #expect(mostPerSend.load(ordering: .relaxed) <= 2 * limit + 8)
+    subscription.cancel()
+  }
+
   @Test func boundedAQueueObserverOfADerivedSourceHoldsAboutTheBacklogLimit() {
     // The writers wait for the source's own room, the source's deliverer for the
     // derived source's: events sent and not yet handled stay within the derived
