@@ -46,7 +46,11 @@ extension Hub {
       pressure.waitForRoom()
       token = storage.lock()
     }
-    if token.state.pointee.queue.mayHaveToWait { token = waitInLine(token) }
+    if token.state.pointee.queue.mayHaveToWait {
+      token = waitInLine(token)
+      // The deliverer's turn may have passed meanwhile.
+      if let ticket = token.state.pointee.queue.claimTurn() { return waitForTurn(token, ticket) }
+    }
     token.unlock()
   }
 
