@@ -123,7 +123,7 @@ extension ArrayProperty {
     store.pointee.stored.exposure.state = .shared
     if let recipients = store.pointee.recipientsOfCommit() {
       let changeset = ArrayChangeset(changes: changes, array: new, isTransactional: isTransactional)
-      hub.commit(token, to: recipients) { _ in changeset }
+      hub.commit(token, to: consume recipients) { _ in changeset }
     } else {
       token.unlock()
     }

@@ -171,7 +171,7 @@ extension ArrayProperty {
       let changeset = ArrayChangeset(
         changes: leftover.changes, array: store.pointee.stored.share(with: recipients),
         isTransactional: isTransactional)
-      hub.commit(token, to: recipients) { _ in changeset }
+      hub.commit(token, to: consume recipients) { _ in changeset }
     } else {
       token.unlock()
     }

@@ -31,13 +31,11 @@ import Synchronization
 
 /// What a committing thread does after its commit.
 @usableFromInline
-enum Start<Delivery> {
-  /// Nothing to deliver.
-  case none
+enum Start {
   /// Queued for the thread delivering now.
   case queued
-  /// This thread is the deliverer now: deliver this, then the queue.
-  case deliver(Delivery)
+  /// This thread is the deliverer now: deliver its commit, then the queue.
+  case deliver
   /// Queued; the deliverer is past its turn: wait to take the role over, until the
   /// delivery with this ticket has been taken.
   case heir(UInt)
@@ -111,18 +109,20 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
     return room
   }
 
-  /// Runs `delivery` now if nobody is delivering, else queues it.
+  /// Makes the committing thread the deliverer of `delivery` if nobody is delivering,
+  /// else queues a copy of it. The delivery is only borrowed, so that the deliverer's
+  /// path moves it on to the drain without a second reference to it.
   ///
   /// - Parameter mayWait: Whether the committing thread may wait (it is not delivering
   ///   for any source nor running a handler); asked only when it matters.
-  @inlinable mutating func start<P: Package<Message>>(_ delivery: consuming P, mayWait: () -> Bool) -> Start<P> {
+  @inlinable mutating func start<P: Package<Message>>(_ delivery: borrowing P, mayWait: () -> Bool) -> Start {
     var current = flags.load(ordering: .acquiring)
     while true {
       if current & Self.delivering == 0 {
         // Nobody delivers, so nobody writes `flags` without the lock.
         flags.store(Self.delivering, ordering: .relaxed)
         passLength = 1
-        return .deliver(delivery)
+        return .deliver
       }
       if current & Self.queuedFlag != 0 { break }
       // The deliverer may stop meanwhile: then this thread delivers instead.
@@ -131,7 +131,7 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
       if marked.exchanged { break }
       current = marked.original
     }
-    pending.append(delivery.parcel())
+    pending.append((copy delivery).parcel())
     queued &+= 1
     if passLength > backlogLimit, mayWait() {
       heirs += 1

@@ -39,7 +39,7 @@ extension Hub {
       withExtendedLifetime(old) {}
       return true
     }
-    commit(token, to: recipients, inPass: inPass) { stored in
+    commit(token, to: consume recipients, inPass: inPass) { stored in
       defer { stored = next }
       return Update(old: stored, new: next, isInitial: false, isTransactional: isTransactional)
     }

@@ -71,7 +71,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   func send(_ message: Message) {
     let token = lockForCommit()
     guard let recipients = token.state.pointee.recipientsOfCommit() else { return token.unlock() }
-    commit(token, to: recipients) { _ in message }
+    commit(token, to: consume recipients) { _ in message }
   }
 
   /// Sends `message` from a handler of a derived event source's source, on the thread
@@ -91,7 +91,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     }
     if token.state.pointee.core?.pointee.queue.isPastTurn == true { owesRoom = true }
     if let recipients = token.state.pointee.recipientsOfCommit() {
-      commit(token, to: recipients) { _ in message }
+      commit(token, to: consume recipients) { _ in message }
     } else {
       token.unlock()
     }
@@ -105,45 +105,49 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   ///   roots: see ``deliverInsideFrame(_:core:thread:inPass:)``.
   @inlinable @inline(__always)
   func commit(
-    _ token: consuming Token, to recipients: Recipients<Message>, inPass: Bool = false,
+    _ token: consuming Token, to recipients: consuming Recipients<Message>, inPass: Bool = false,
     _ build: (inout Stored) -> Message
   ) {
     if Self.usesParcels {
-      commit(token, to: recipients, as: Parcel<Message>.self, inPass: inPass, build)
+      commit(token, to: consume recipients, as: Parcel<Message>.self, inPass: inPass, build)
     } else {
-      commit(token, to: recipients, as: Inline<Message>.self, inPass: inPass, build)
+      commit(token, to: consume recipients, as: Inline<Message>.self, inPass: inPass, build)
     }
   }
 
   /// ``commit(_:to:inPass:_:)`` with the package type chosen.
   @inlinable
   func commit<P: Package<Message>>(
-    _ token: consuming Token, to recipients: Recipients<Message>, as _: P.Type, inPass: Bool,
+    _ token: consuming Token, to recipients: consuming Recipients<Message>, as _: P.Type, inPass: Bool,
     _ build: (inout Stored) -> Message
   ) {
     let stored = token.state
-    let package = P.make(for: recipients) { build(&stored.pointee.stored) }
-    proceed(token, token.state.pointee.queue.start(package) { !DeliveringThread.isDelivering }, inPass: inPass)
+    // The recipients move into the package: no second reference to retain and release.
+    let package = P.make(for: consume recipients) { build(&stored.pointee.stored) }
+    let start = token.state.pointee.queue.start(package) { !DeliveringThread.isDelivering }
+    proceed(token, start, package, inPass: inPass)
   }
 
-  /// Carries out `start` after a commit: unlocks, then delivers, or waits to take the
-  /// delivering role over.
+  /// Carries out `start` after the commit of `first`: unlocks, then delivers, or waits
+  /// to take the delivering role over.
   ///
   /// - Parameter inPass: A derived value's commit, made by the delivery of one of its
   ///   roots (see ``deliverInsideFrame(_:core:thread:inPass:)``).
   @inlinable @inline(__always)
-  func proceed<P: Package<Message>>(_ token: consuming Token, _ start: consuming Start<P>, inPass: Bool = false) {
-    switch consume start {
-    case .none, .queued:
+  func proceed<P: Package<Message>>(
+    _ token: consuming Token, _ start: Start, _ first: consuming P, inPass: Bool = false
+  ) {
+    switch start {
+    case .queued:
       token.unlock()
-    case .deliver(let first):
+    case .deliver:
       let core = token.state.pointee.core.unsafelyUnwrapped
       token.unlock()
       let thread = DeliveringThread.current
       if thread.pointee.depth > 0 {
-        deliverInsideFrame(first, core: core, thread: thread, inPass: inPass)
+        deliverInsideFrame(consume first, core: core, thread: thread, inPass: inPass)
       } else {
-        drain(first, core: core, thread: thread)
+        drain(consume first, core: core, thread: thread)
       }
     case .heir(let ticket):
       waitForTurn(token, ticket)
@@ -279,7 +283,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       token.unlock()
       return outcome.0
     }
-    commit(token, to: recipients) { _ in outcome.1.unsafelyUnwrapped }
+    commit(token, to: consume recipients) { _ in outcome.1.unsafelyUnwrapped }
     return outcome.0
   }
 

@@ -73,7 +73,7 @@ protocol Package<Message> {
   associatedtype Message: Sendable
 
   /// Packs the message `build` makes, for `recipients`.
-  static func make(for recipients: Recipients<Message>, _ build: () -> Message) -> Self
+  static func make(for recipients: consuming Recipients<Message>, _ build: () -> Message) -> Self
 
   /// Delivers the message to its recipients.
   ///
@@ -97,8 +97,8 @@ struct Inline<Message: Sendable>: Package {
   }
 
   @inlinable @inline(__always)
-  static func make(for recipients: Recipients<Message>, _ build: () -> Message) -> Inline {
-    Inline(message: build(), recipients: recipients)
+  static func make(for recipients: consuming Recipients<Message>, _ build: () -> Message) -> Inline {
+    Inline(message: build(), recipients: consume recipients)
   }
 
   @inlinable @inline(__always)
@@ -127,8 +127,8 @@ final class Parcel<Message: Sendable>: Package {
   /// Not inlined, so that the temporaries of making the message are off the stack
   /// before it is delivered.
   @inlinable @inline(never)
-  static func make(for recipients: Recipients<Message>, _ build: () -> Message) -> Self {
-    Self(message: build(), recipients: recipients)
+  static func make(for recipients: consuming Recipients<Message>, _ build: () -> Message) -> Self {
+    Self(message: build(), recipients: consume recipients)
   }
 
   @inlinable func deliver(me: UInt) -> Bool {
