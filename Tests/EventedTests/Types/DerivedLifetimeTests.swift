@@ -41,11 +41,8 @@ import Testing
     let target = Property(1)
     let outer = Property(target)
     var owner: Owner? = Owner()
-    outer.flatMapLatest { [tracked = Tracked(live)] target in
-      _ = tracked
-      return target
-    }
-    .observe(with: owner!) { _, _ in }
+    followed(outer, tracking: live)
+      .observe(with: owner!) { _, _ in }
     #expect(outer.observerCount == 1)
     #expect(target.observerCount == 1)
     owner = nil
@@ -59,12 +56,9 @@ import Testing
     let target = Property(1)
     let outer = Property(target)
     var owner: Owner? = Owner()
-    outer.flatMapLatest { [tracked = Tracked(live)] target in
-      _ = tracked
-      return target
-    }
-    .map { $0 * 2 }
-    .observe(with: owner!) { _, _ in }
+    followed(outer, tracking: live)
+      .map { $0 * 2 }
+      .observe(with: owner!) { _, _ in }
     owner = nil
     #expect(target.observerCount == 0)
     #expect(live.value == 0)
@@ -145,5 +139,14 @@ import Testing
     items = nil
     #expect(weakItems == nil)
     #expect(live.value == 0)
+  }
+}
+
+/// `outer.flatMapLatest { $0 }`, whose transform holds a `Tracked` of `live`: freed
+/// when `live` is back to 0.
+private func followed(_ outer: Property<Property<Int>>, tracking live: LiveCount) -> ReadOnlyProperty<Int> {
+  outer.flatMapLatest { [tracked = Tracked(live)] target in
+    _ = tracked
+    return target
   }
 }
