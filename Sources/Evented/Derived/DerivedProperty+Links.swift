@@ -1,6 +1,7 @@
 // How a derived node links to its sources: the subscriptions it holds while it has
 // observers, made and ended as observers come and go, and the switch of a following
-// node (`flatMapLatest`) from one target to the next.
+// node (`flatMapLatest`) from one target to the next (DerivedProperty+Follow.swift
+// says how it commits).
 //
 // Lifetimes:
 //   observer's subscription --(handler captures the node as anchor)--> node
@@ -80,87 +81,6 @@ extension DerivedProperty {
     for core in cores { core.endSwept() }
     return unlinked
   }
-
-  /// Subscribes the node to `source`, starting with its current value.
-  ///
-  /// `receive` runs for every update of `source`, one at a time, in commit order, on
-  /// the thread that delivers for `source`, with no lock held.
-  @inlinable func link<SourceValue>(
-    to source: ReadOnlyProperty<SourceValue>,
-    _ receive: @escaping @Sendable (DerivedProperty<Value>, SourceValue) -> Void
-  ) {
-    let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    let entry = FollowerEntry<Update<SourceValue>>(node: self) { owner, update in
-      withExtendedLifetime(lazyToken) { receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new) }
-    }
-    links.withLock { $0.sources.append(entry) }
-    source.derived?.willObserve()
-    source.hub.subscribe(entry, replay: replayCurrent)
-    source.derived?.didObserve()
-  }
-
-  /// Commits `value` as the derived value, unless it equals the stored one.
-  @inlinable func publish(_ value: Value) {
-    publish(value, generation: nil)
-  }
-
-  /// Commits `value` if `generation` still names the current target (or is nil), unless
-  /// it equals the stored value.
-  @inlinable func publish(_ value: Value, generation expected: UInt?) {
-    let token = hub.lockForCommit()
-    if let expected, generation.load(ordering: .acquiring) != expected { return token.unlock() }
-    // As a computed node's commit (`commitState`): a full queue observer makes the
-    // delivering thread wait for room once its delivery frame ends.
-    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-    if owesRoom { DeliveringThread.owe(hub.storage) }
-  }
-
-  /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,
-  /// then attaches to this one and commits its current value, transformed by `wrap`.
-  /// A nil target commits `missing`.
-  ///
-  /// Called only from the outer source's handler, so never concurrently with itself.
-  @inlinable func follow<Inner>(
-    _ target: ReadOnlyProperty<Inner>?,
-    missing: Value?,
-    wrap: @escaping @Sendable (Inner) -> Value
-  ) {
-    let id = target.map { ObjectIdentifier($0.hub.storage) }
-    let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
-      if state.isSwitched, state.targetID == id { return nil }
-      let previous = (state.inner, state.target)
-      state.inner = nil
-      state.target = nil
-      state.targetID = nil
-      state.isSwitched = true
-      return previous
-    }
-    guard let previous else { return }
-    let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
-    // Detach first, so that the old target's observerCount has dropped before the new
-    // target's value is delivered.
-    previous.0?.endSwept()
-    _ = previous.1
-    guard let target else {
-      if let missing { publish(missing, generation: current) }
-      return
-    }
-    let lazyToken = target.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    let entry = FollowerEntry<Update<Inner>>(node: self) { owner, update in
-      withExtendedLifetime(lazyToken) {
-        unsafeDowncast(owner, to: DerivedProperty<Value>.self).publish(wrap(update.new), generation: current)
-      }
-    }
-    links.withLock { state in
-      state.inner = entry
-      state.target = target
-      state.targetID = id
-    }
-    target.derived?.willObserve()
-    target.hub.subscribe(entry, replay: replayCurrent)
-    target.derived?.didObserve()
-  }
 }
 
 extension DerivedProperty: FollowingNode {
@@ -169,7 +89,7 @@ extension DerivedProperty: FollowingNode {
 
 extension DerivedProperty: ObservedNode {
   @usableFromInline func willObserve() {
-    guard body != nil else { return }
+    guard body != nil else { return catchingUp.unsafelyUnwrapped(self) }
     let mustLink = links.withLock { links -> Bool in
       links.arriving += 1
       // A root that found the node unobserved dropped its subscription (keepsLinks).

@@ -32,10 +32,10 @@ import Synchronization
 /// The engine of one derived property.
 @usableFromInline
 final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
-  // @unchecked Sendable: `delivered` is guarded by the lock of this node's own `hub`
+  // @unchecked Sendable: `delivered` and `followed` are guarded by the lock of this node's own `hub`
   // (touched only under `hub.storage`'s lock, or between `hub.lockForCommit()` and the
   // commit that unlocks); `memo` and `links` are guarded by their own locks;
-  // `generation` and `observation` are atomic. `directLink` is written once, before the
+  // `generation` and `observation` are atomic. `directLink` and `catchingUp` are written once, before the
   // node is shared; `body` and `upstream` are written after that only by the node's own
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
@@ -98,6 +98,13 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let memo = Lock<Memo?>.make(nil)
   /// The versions of the state last committed to the hub. Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var delivered = Versions([])
+  /// A following node's state last committed to the hub (nil before its first
+  /// commit). Guarded by the hub's lock.
+  @usableFromInline @exclusivity(unchecked) var followed: FollowedState?
+  /// A following node's ``catchUp(outer:roots:select:missing:wrap:)``, made in code
+  /// specialized for its types. Set once, right after initialization, before the node
+  /// is shared.
+  @usableFromInline @exclusivity(unchecked) var catchingUp: (@Sendable (DerivedProperty<Value>) -> Void)?
   /// The node's own subscriptions to its sources.
   @usableFromInline let links = Lock.make(LinkState())
   /// `flatMapLatest` only: the number of the current target.

@@ -301,7 +301,12 @@ extension PropertyProtocol {
       ? outsiderValue(of: outer, select: select, wrap: wrap, missing: missing) : compute()
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
-    node.link(to: outer) { node, value in node.follow(select(value), missing: missing, wrap: wrap) }
+    let roots = outer.roots
+    node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, missing: missing, wrap: wrap) }
+    let keep = { (entry: SubscriptionCore) in node.links.withLock { $0.sources.append(entry) } }
+    node.link(to: outer, roots: roots, keep: keep) { node, value, versions in
+      node.follow(select(value), chosenAt: versions, missing: missing, wrap: wrap)
+    }
     return ReadOnlyProperty(derived: node)
   }
 }

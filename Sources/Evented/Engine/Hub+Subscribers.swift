@@ -20,6 +20,20 @@ extension Hub {
     garbage.dispose()
   }
 
+  /// ``subscribe(_:replay:)`` with a replay, passing `start` the state at the instant
+  /// of the replay, under the lock: for reading the version of the replayed state.
+  @usableFromInline func subscribe(
+    _ entry: Entry<Message>, replay: (borrowing Stored) -> Message,
+    startingAt start: (inout HubState<Message, Stored>) -> Void
+  ) {
+    var garbage = Garbage<Message>()
+    let token = lockForCommit()
+    token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
+    start(&token.state.pointee)
+    commit(token, to: .one(entry)) { replay($0) }
+    garbage.dispose()
+  }
+
   /// Adds `entry` and passes `start` the state at that instant, under the lock, before
   /// any delivery can reach `entry`: for reading the version the first commit that
   /// `entry` receives follows.

@@ -1,0 +1,205 @@
+// How a following node (`flatMapLatest`) commits. The state it delivers is a target
+// chosen at some versions of its outer source's roots, read at some versions of the
+// target's roots (`FollowedState`); it commits a state only if it is later than the
+// one it delivered last, as a computed node does (DerivedProperty+Commit.swift).
+//
+// Its links deliver each state of a source with its versions (`link(to:roots:keep:_:)`),
+// in the source's commit order. An observer that arrives while such a delivery waits
+// for another thread is given the current state first (`catchUp(...)`: the value
+// `value` reads, so the subscribing thread reads its own writes through the replay
+// too), and the waiting deliveries of older states commit nothing after it.
+
+import Synchronization
+
+/// The state a following node delivered last: which target, chosen at which versions
+/// of the outer source's roots, read at which versions of its own roots.
+@usableFromInline
+struct FollowedState: Sendable {
+  /// The versions of the outer source's roots at which the target was chosen.
+  @usableFromInline var outer: Versions
+  /// The identities of the target's roots; for a target without roots (a constant), its
+  /// hub's; empty for a missing target. Two `map`s of one property made by two calls of
+  /// the selector are the same target here: their values are the same state's.
+  @usableFromInline var target: [ObjectIdentifier]
+  /// The versions of the target's roots at which its value was read.
+  @usableFromInline var versions: Versions
+
+  @inlinable init(outer: Versions, target: [ObjectIdentifier], versions: Versions) {
+    self.outer = outer
+    self.target = target
+    self.versions = versions
+  }
+
+  /// Takes `candidate` if it is a later state: of the same target, later versions of
+  /// it; of another target, one chosen at versions of the outer source no older than
+  /// this one's (an earlier choice is a switch this state already went past).
+  ///
+  /// - Returns: Whether `candidate` was taken, and must be committed.
+  @inlinable mutating func take(_ candidate: FollowedState) -> Bool {
+    if candidate.target == target {
+      if candidate.outer.isLater(than: outer) { outer.assign(candidate.outer) }
+      guard candidate.versions.isLater(than: versions) else { return false }
+      versions.assign(candidate.versions)
+      return true
+    }
+    guard !outer.isLater(than: candidate.outer) else { return false }
+    self = candidate
+    return true
+  }
+}
+
+extension ReadOnlyProperty {
+  /// The value now and the versions of `roots` (this value's ``roots``, made once by the
+  /// caller) it was read at, as `reader` sees them.
+  @inlinable func pinned(roots: [any Root], as reader: Snapshot.Reader) -> (Value, Versions) {
+    Snapshot.consistent(of: roots, as: reader) { evaluate(in: $0) }
+  }
+
+  /// How a following node tells this target from another (``FollowedState/target``).
+  @inlinable func targetKey(roots: [any Root]) -> [ObjectIdentifier] {
+    roots.isEmpty ? [ObjectIdentifier(hub.storage)] : roots.map(\.identity)
+  }
+}
+
+extension DerivedProperty {
+  /// Whose view of the sources a following node reads: inside a transaction, the state
+  /// other threads see (its observers never hold part of a transaction).
+  @inlinable static var followReader: Snapshot.Reader { isInTransaction ? .outsider : .calling }
+
+  /// Commits `value`, the state `state`, if it is later than the state delivered last
+  /// and, for a target's update, `generation` still names the current target; unless
+  /// it equals the stored value.
+  @inlinable func publish(_ value: Value, at state: FollowedState, generation expected: UInt?) {
+    let token = hub.lockForCommit()
+    if let expected, generation.load(ordering: .acquiring) != expected { return token.unlock() }
+    if followed == nil {
+      followed = state
+    } else if !followed!.take(state) {
+      return token.unlock()
+    }
+    // As a computed node's commit (`commitState`): a full queue observer makes the
+    // delivering thread wait for room once its delivery frame ends.
+    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
+    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    if owesRoom { DeliveringThread.owe(hub.storage) }
+  }
+
+  /// Subscribes the node to `source`, starting with its current state: `receive` gets
+  /// each state with the versions of `roots` (the source's ``ReadOnlyProperty/roots``,
+  /// made once) it is at. `keep` records the subscription before it is made.
+  ///
+  /// A source read from its hub (a property, a `flatMapLatest`: its one root is its hub)
+  /// delivers every commit, each with its version, counted from the replay's. A
+  /// computed source's link reads the latest state through its roots instead: its own
+  /// states coalesce when its deliveries back up, so its commits cannot be counted.
+  ///
+  /// `receive` runs for every update of `source`, one at a time, in commit order, on
+  /// the thread that delivers for `source`, with no lock held.
+  @inlinable func link<Source>(
+    to source: ReadOnlyProperty<Source>, roots: [any Root], keep: (SubscriptionCore) -> Void,
+    _ receive: @escaping @Sendable (DerivedProperty<Value>, Source, Versions) -> Void
+  ) {
+    let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
+    if source.computedNode != nil {
+      let entry = FollowerEntry<Update<Source>>(node: self) { owner, _ in
+        withExtendedLifetime(lazyToken) {
+          let (value, versions) = source.pinned(roots: roots, as: Self.followReader)
+          receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), value, versions)
+        }
+      }
+      keep(entry)
+      source.derived?.willObserve()
+      source.hub.subscribe(entry, replay: replayCurrent)
+      source.derived?.didObserve()
+      return
+    }
+    // Every commit after the replay bumps the version by one and reaches this link, in
+    // commit order.
+    let version = Atomic<UInt64>(0)
+    let entry = FollowerEntry<Update<Source>>(node: self) { owner, update in
+      withExtendedLifetime(lazyToken) {
+        let committed =
+          update.isInitial ? version.load(ordering: .relaxed) : version.add(1, ordering: .relaxed).newValue
+        receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), update.new, Versions(single: committed))
+      }
+    }
+    keep(entry)
+    source.derived?.willObserve()
+    source.hub.subscribe(entry, replay: replayCurrent) { version.store($0.version, ordering: .relaxed) }
+    source.derived?.didObserve()
+  }
+
+  /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,
+  /// then attaches to this one and commits its current value, transformed by `wrap`.
+  /// A nil target commits `missing`. `outer` are the versions of the outer source's
+  /// roots at which `target` was chosen.
+  ///
+  /// Called only from the outer source's handler, so never concurrently with itself.
+  @inlinable func follow<Inner>(
+    _ target: ReadOnlyProperty<Inner>?,
+    chosenAt outer: Versions,
+    missing: Value?,
+    wrap: @escaping @Sendable (Inner) -> Value
+  ) {
+    let id = target.map { ObjectIdentifier($0.hub.storage) }
+    let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
+      if state.isSwitched, state.targetID == id { return nil }
+      let previous = (state.inner, state.target)
+      state.inner = nil
+      state.target = nil
+      state.targetID = nil
+      state.isSwitched = true
+      return previous
+    }
+    guard let previous else { return }
+    let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
+    // Detach first, so that the old target's observerCount has dropped before the new
+    // target's value is delivered.
+    previous.0?.endSwept()
+    _ = previous.1
+    guard let target else {
+      let state = FollowedState(outer: outer, target: [], versions: Versions([]))
+      if let missing { publish(missing, at: state, generation: current) }
+      return
+    }
+    let roots = target.roots
+    let key = target.targetKey(roots: roots)
+    let keep = { (entry: SubscriptionCore) in
+      self.links.withLock { state in
+        state.inner = entry
+        state.target = target
+        state.targetID = id
+      }
+    }
+    link(to: target, roots: roots, keep: keep) { node, value, versions in
+      node.publish(wrap(value), at: FollowedState(outer: outer, target: key, versions: versions), generation: current)
+    }
+  }
+
+  /// Commits the current state of a following node, the one ``value`` reads, before an
+  /// observer subscribes (``willObserve()``), so that its replay is current even while
+  /// the links' deliveries of the commits that made it wait for another thread.
+  /// `outerRoots` are the outer source's roots, made once.
+  ///
+  /// Does not change which target the links follow: the outer source's delivery does
+  /// that, in its commit order, and commits nothing older than what this committed.
+  @inlinable func catchUp<Outer, Inner>(
+    outer: ReadOnlyProperty<Outer>, roots outerRoots: [any Root],
+    select: (Outer) -> ReadOnlyProperty<Inner>?, missing: Value?, wrap: (Inner) -> Value
+  ) {
+    let reader = Self.followReader
+    // A following source is read from its hub: bring that up to date first.
+    outer.derived?.catchingUp?(outer.derived.unsafelyUnwrapped)
+    let (outerValue, outerVersions) = outer.pinned(roots: outerRoots, as: reader)
+    guard let target = select(outerValue) else {
+      guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
+      return publish(
+        missing, at: FollowedState(outer: outerVersions, target: [], versions: Versions([])), generation: nil)
+    }
+    target.derived?.catchingUp?(target.derived.unsafelyUnwrapped)
+    let roots = target.roots
+    let (value, versions) = target.pinned(roots: roots, as: reader)
+    let state = FollowedState(outer: outerVersions, target: target.targetKey(roots: roots), versions: versions)
+    publish(wrap(value), at: state, generation: nil)
+  }
+}
