@@ -24,6 +24,7 @@
 //   `(n, n)`: never part of a transaction, and never back;
 // - always current: after `modify` returns commit c, the writer reads at least c
 //   through `map`, `combineLatest` and `flatMapLatest`, and the diamond reads one state;
+//   an observer it then adds to the `flatMapLatest` first receives at least c;
 // - `inA.map { $0 }`, read back by the transaction's writer inside it (so that its memo
 //   would hold the transaction's state), is never read ahead of `inB` by another thread:
 //   a one-root value loads its root's version without the lock unless a transaction may
@@ -321,6 +322,7 @@ let derived = Scenario(
 
   run.work(workers: run.threads, round: 500_000_000, checkpoint: { converge("at a checkpoint") }) { worker in
     var temporary: [(ReadOnlyProperty<Int>, Subscription?)] = []
+    var probes: [Subscription] = []
     var sent = 0
     var written = 0
     var twiceWritten = 0
@@ -456,6 +458,22 @@ let derived = Scenario(
         if read / stride == index, read < value {
           run.violation("after target \(index) reached \(value % stride), flatMapLatest read \(read % stride)")
         }
+        if worker.thread.random.chance(20) {
+          // A new observer starts from the state `value` reads: its replay holds this
+          // write, although the target's deliveries may still wait for another thread.
+          worker.at(.subscribe)
+          let isFirst = Atomic<Bool>(true)
+          probes.append(
+            followed.observe { received in
+              guard isFirst.exchange(false, ordering: .relaxed) else { return }
+              if received / stride == index, received < value {
+                run.violation(
+                  "after target \(index) reached \(value % stride), a new flatMapLatest observer began at \(received % stride)"
+                )
+              }
+            })
+          if probes.count > 2 { probes.removeFirst().cancel() }
+        }
       } else if roll < 70 {
         worker.at(.write)
         selector.value = worker.thread.random.below(targets.count)
@@ -482,6 +500,7 @@ let derived = Scenario(
     }
     worker.at(.dropOwner)
     for (_, subscription) in temporary { subscription?.cancel() }
+    for probe in probes { probe.cancel() }
   }
   converge("at the end")
   // Permanent links: doubled, parity, pair, the diamond and the self-combination on the
