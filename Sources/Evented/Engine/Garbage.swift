@@ -9,52 +9,89 @@
 /// The fields are what a subscribe or a delivery pass takes out; what the rarer steps
 /// take (`removeAllObservers`, sweeps) is in `more`, made when first needed, so that the
 /// common steps make, move and drop a small value.
-@usableFromInline
-struct Garbage<Message> {
-  @usableFromInline var snapshot: ContiguousArray<Entry<Message>>?
+///
+/// Each field holds its reference unmanaged, so that the value is trivial to destroy:
+/// ``dispose()`` consumes it and releases what it holds, and its `deinit` releases it
+/// all for a value dropped without `dispose()`. (Optional class references of the
+/// engine's types, as fields, were destroyed at the end of every subscribe through
+/// their types' value witnesses, looked up at run time: about 40 instructions each.)
+/// Not copyable, so that no reference is released twice.
+@frozen @usableFromInline
+struct Garbage: ~Copyable {
+  /// The storage of a replaced snapshot of the subscriptions (``SubscriberList/snapshot``,
+  /// see ``keep(snapshot:)``).
+  @usableFromInline var snapshot: Unmanaged<AnyObject>?
   /// Removed by a scan or a sweep: already ended, or ownerless; ended without a wait.
   /// The first two are kept apart, so that a scan (two slots) allocates nothing.
-  @usableFromInline var sweptFirst: Entry<Message>?
-  @usableFromInline var sweptSecond: Entry<Message>?
+  @usableFromInline var sweptFirst: Unmanaged<SubscriptionCore>?
+  @usableFromInline var sweptSecond: Unmanaged<SubscriptionCore>?
   /// Owners loaded by the incremental scan, released after unlocking.
-  @usableFromInline var scannedOwners: (AnyObject?, AnyObject?)
+  @usableFromInline var scannedFirst: Unmanaged<AnyObject>?
+  @usableFromInline var scannedSecond: Unmanaged<AnyObject>?
   /// What the rarer steps took out.
-  @usableFromInline var more: MoreGarbage<Message>?
+  @usableFromInline var more: Unmanaged<MoreGarbage>?
 
   @inlinable init() {}
 
   /// ``more``, made on first use.
-  @inlinable mutating func rare() -> MoreGarbage<Message> {
-    if let more { return more }
-    let made = MoreGarbage<Message>()
-    more = made
+  @inlinable mutating func rare() -> MoreGarbage {
+    if let more { return more.takeUnretainedValue() }
+    let made = MoreGarbage()
+    more = .passRetained(made)
     return made
   }
 
+  /// Keeps a replaced snapshot to release after unlocking. Only its storage object is
+  /// kept, which releases the subscriptions it lists when it goes: `ContiguousArray` is
+  /// a frozen struct whose one stored property is a reference to its storage.
+  @inlinable mutating func keep<Message>(snapshot old: consuming ContiguousArray<Entry<Message>>) {
+    let storage = unsafeBitCast(old, to: AnyObject.self)
+    if snapshot == nil {
+      snapshot = .passRetained(storage)
+    } else {
+      rare().snapshots.append(storage)
+    }
+  }
+
   /// Keeps a removed subscription to end after unlocking.
-  @inlinable mutating func sweep(_ entry: consuming Entry<Message>) {
+  @inlinable mutating func sweep<Message>(_ entry: consuming Entry<Message>) {
     if sweptFirst == nil {
-      sweptFirst = entry
+      sweptFirst = .passRetained(entry)
     } else if sweptSecond == nil {
-      sweptSecond = entry
+      sweptSecond = .passRetained(entry)
     } else {
       rare().swept.append(entry)
     }
   }
 
+  /// Keeps an owner loaded by a scan, to release after unlocking.
+  @inlinable mutating func keep(owner: AnyObject) {
+    if scannedFirst == nil {
+      scannedFirst = .passRetained(owner)
+    } else if scannedSecond == nil {
+      scannedSecond = .passRetained(owner)
+    } else {
+      rare().owners.append(owner)
+    }
+  }
+
   /// Ends the removed subscriptions, waiting for any of them that runs on another
   /// thread, and the swept ones without waiting; then sweeps the observers of the
-  /// following nodes that a sweep found without a live observer (FollowerEntry.swift).
-  /// Must be called without any lock held.
+  /// following nodes that a sweep found without a live observer (FollowerEntry.swift);
+  /// then releases everything. Must be called without any lock held.
   ///
   /// - Returns: Whether it swept a node's observers (which may have freed the node and
   ///   ended its subscriptions).
-  @inlinable @discardableResult func dispose() -> Bool {
-    sweptFirst?.endSwept()
-    sweptSecond?.endSwept()
-    var sweptNodes = SweepRequest.serve(scannedOwners.0)
-    if SweepRequest.serve(scannedOwners.1) { sweptNodes = true }
-    guard let more else { return sweptNodes }
+  @inlinable @discardableResult consuming func dispose() -> Bool {
+    let (snapshot, first, second) = (snapshot, sweptFirst, sweptSecond)
+    let (scannedFirst, scannedSecond, more) = (scannedFirst, scannedSecond, more)
+    discard self
+    first?.takeRetainedValue().endSwept()
+    second?.takeRetainedValue().endSwept()
+    var sweptNodes = SweepRequest.serve(scannedFirst?.takeRetainedValue())
+    if SweepRequest.serve(scannedSecond?.takeRetainedValue()) { sweptNodes = true }
+    snapshot?.release()
+    guard let more = more?.takeRetainedValue() else { return sweptNodes }
     // First end the subscriptions that are not running, so that none of them starts
     // while this waits for one that is; then end (or wait for) every one.
     for entry in more.removed where entry.runner == 0 { entry.end() }
@@ -63,20 +100,33 @@ struct Garbage<Message> {
     for owner in more.owners where SweepRequest.serve(owner) { sweptNodes = true }
     return sweptNodes
   }
+
+  /// Releases what a value dropped without ``dispose()`` holds (a removal's finished
+  /// list), ending nothing.
+  @inlinable deinit {
+    snapshot?.release()
+    sweptFirst?.release()
+    sweptSecond?.release()
+    scannedFirst?.release()
+    scannedSecond?.release()
+    more?.release()
+  }
 }
 
 /// What the rarer locked steps take out of the state, to release after unlocking.
 @usableFromInline
-final class MoreGarbage<Message> {
+final class MoreGarbage {
   /// Removed by `removeAllObservers` (this call's and those of calls still ending
   /// theirs): ended with a wait, as `cancel()` does.
-  @usableFromInline var removed: ContiguousArray<Entry<Message>> = []
+  @usableFromInline var removed: ContiguousArray<SubscriptionCore> = []
   /// The list of a finished `removeAllObservers` call, dropped after unlocking.
-  @usableFromInline var finishedRemoval: ContiguousArray<Entry<Message>>?
+  @usableFromInline var finishedRemoval: [SubscriptionCore] = []
   /// Removed by a sweep beyond the first two.
-  @usableFromInline var swept: [Entry<Message>] = []
+  @usableFromInline var swept: [SubscriptionCore] = []
   /// Owners loaded by a sweep.
   @usableFromInline var owners: [AnyObject] = []
+  /// Storage of replaced snapshots beyond the first.
+  @usableFromInline var snapshots: [AnyObject] = []
 
   @usableFromInline init() {}
 }

@@ -9,7 +9,7 @@ extension Hub {
   /// taken from the stored value at the same instant.
   @inlinable
   func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let token = replay == nil ? storage.lock() : lockForCommit()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     if let replay {
@@ -26,7 +26,7 @@ extension Hub {
     _ entry: Entry<Message>, replay: (borrowing Stored) -> Message,
     startingAt start: (inout HubState<Message, Stored>) -> Void
   ) {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let token = lockForCommit()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     start(&token.state.pointee)
@@ -39,7 +39,7 @@ extension Hub {
   /// `entry` receives follows.
   @usableFromInline func subscribe(_ entry: Entry<Message>, startingAt start: (inout HubState<Message, Stored>) -> Void)
   {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let token = storage.lock()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     start(&token.state.pointee)
@@ -51,10 +51,10 @@ extension Hub {
   /// also ends, and waits for, those that a concurrent call removed and has not
   /// finished ending.
   func removeAll(keepingTracking: Bool = true) {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let ticket = storage.withLock { $0.subscribers.removeAll(into: &garbage, keepingTracking: keepingTracking) }
     garbage.dispose()
-    var finished = Garbage<Message>()
+    var finished = Garbage()
     storage.withLock { $0.subscribers.finishRemoval(ticket, into: &finished) }
     _ = finished
   }
@@ -64,7 +64,7 @@ extension Hub {
   /// whose owner died are found, and the derived value freed, even when it never
   /// delivers again.
   @usableFromInline func scanForDeadOwners() {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     storage.withLock { state in
       guard let core = state.core, !core.pointee.subscribers.slots.isEmpty else { return }
       core.pointee.subscribers.scanNext(into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
@@ -97,17 +97,18 @@ extension Hub {
   var liveCount: Int {
     // A sweep that frees a following node (FollowerEntry.swift) ends its subscription
     // only after unlocking: then the count is taken once more, without it.
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let count = sweptCount(into: &garbage)
     guard garbage.dispose() else { return count }
-    var more = Garbage<Message>()
-    defer { more.dispose() }
-    return sweptCount(into: &more)
+    var more = Garbage()
+    let recount = sweptCount(into: &more)
+    more.dispose()
+    return recount
   }
 
   /// Sweeps out the subscriptions that ended or whose owner is gone, into `garbage`,
   /// and counts the others.
-  func sweptCount(into garbage: inout Garbage<Message>) -> Int {
+  func sweptCount(into garbage: inout Garbage) -> Int {
     storage.withLock { state -> Int in
       guard let core = state.core else { return 0 }
       let endedAndRunning = core.pointee.subscribers.sweep(

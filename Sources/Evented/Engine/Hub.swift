@@ -236,7 +236,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
 
   @inlinable @inline(never)
   func sweepAndTakeNext() -> Parcel<Message>? {
-    var garbage = Garbage<Message>()
+    var garbage = Garbage()
     let token = storage.lock()
     let (next, wake) = token.state.pointee.sweepAndTakeNext(into: &garbage, newestFirst: Self.plantedNewestFirst)
     wake?.broadcast()

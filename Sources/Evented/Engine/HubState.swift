@@ -112,7 +112,7 @@ struct HubState<Message: Sendable, Stored> {
 
   /// Adds `entry`.
   @inlinable mutating func subscribe(
-    _ entry: Entry<Message>, into garbage: inout Garbage<Message>, keepingDeadOwners: Bool
+    _ entry: Entry<Message>, into garbage: inout Garbage, keepingDeadOwners: Bool
   ) {
     let core = existingCore()
     if let target = entry.target { core.pointee.attach(target) }
@@ -132,7 +132,7 @@ struct HubState<Message: Sendable, Stored> {
   /// ``takeNext(newestFirst:)`` after a delivery that met an ended or ownerless
   /// subscription: first removes the subscriptions that ended.
   @inlinable mutating func sweepAndTakeNext(
-    into garbage: inout Garbage<Message>, newestFirst: Bool
+    into garbage: inout Garbage, newestFirst: Bool
   ) -> (Parcel<Message>?, wake: Condition?) {
     core.unsafelyUnwrapped.pointee.subscribers.removeEnded(into: &garbage)
     return takeNext(newestFirst: newestFirst)

@@ -57,7 +57,7 @@ struct SubscriberList<Message> {
   /// Appends a subscription; sweeps first once the slots have grown to twice the
   /// live count of the last sweep (plus 32), so each sweep is paid for by as many adds.
   @inlinable mutating func add(
-    _ entry: Entry<Message>, into garbage: inout Garbage<Message>, keepingDeadOwners keepsDeadOwners: Bool = false
+    _ entry: Entry<Message>, into garbage: inout Garbage, keepingDeadOwners keepsDeadOwners: Bool = false
   ) {
     trimTail(into: &garbage)
     if slots.count >= 2 * liveAtSweep + 32 { sweep(into: &garbage, keepingDeadOwners: keepsDeadOwners) }
@@ -74,18 +74,21 @@ struct SubscriberList<Message> {
   /// screen opened and closed) is thus replaced where it was, in constant time: churn
   /// at the end of the list neither grows the slots nor waits for a sweep. The order
   /// of the others is untouched.
-  @inlinable mutating func trimTail(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func trimTail(into garbage: inout Garbage) {
     for _ in 0..<2 {
-      guard let last = slots.last else { return }
-      guard let entry = last else {
+      let count = slots.count
+      if count == 0 { return }
+      // Looked at in place, and moved out only when removed: no retain.
+      switch slots[count - 1]?.isDone {
+      case nil:
         slots.removeLast()
-        continue
+      case false?:
+        return
+      case true?:
+        garbage.sweep(slots.removeLast().unsafelyUnwrapped)
+        live -= 1
+        dropSnapshot(into: &garbage)
       }
-      if !entry.isDone { return }
-      slots.removeLast()
-      live -= 1
-      garbage.sweep(entry)
-      dropSnapshot(into: &garbage)
     }
   }
 
@@ -94,21 +97,28 @@ struct SubscriberList<Message> {
   /// owners are found within half as many subscribes as there are slots, even
   /// without a send.
   @inlinable mutating func scanNext(
-    into garbage: inout Garbage<Message>, keepingDeadOwners keepsDeadOwners: Bool = false
+    into garbage: inout Garbage, keepingDeadOwners keepsDeadOwners: Bool = false
   ) {
-    for step in 0..<2 {
+    for _ in 0..<2 {
       if scanCursor >= slots.count { scanCursor = 0 }
       let index = scanCursor
       scanCursor += 1
-      guard let entry = slots[index] else { continue }
-      if entry.isEnded {
-        // One still running stays listed until it returns (see `isDone`).
-        if entry.isDone { vacate(index, into: &garbage) }
+      // Looked at in place: a handle's live subscription, the common case, is not
+      // retained.
+      switch slots[index].map({ ($0.isEnded, $0.isOwnedByHandle) }) {
+      case nil:
         continue
+      case (true, _)?:
+        // One still running stays listed until it returns (see `isDone`).
+        if slots[index].unsafelyUnwrapped.isDone { vacate(index, into: &garbage) }
+        continue
+      case (false, true)?:
+        continue
+      case (false, false)?:
+        break
       }
-      if entry.isOwnedByHandle { continue }
-      if let owner = entry.sweptOwner {
-        if step == 0 { garbage.scannedOwners.0 = owner } else { garbage.scannedOwners.1 = owner }
+      if let owner = slots[index].unsafelyUnwrapped.sweptOwner {
+        garbage.keep(owner: owner)
         continue
       }
       if keepsDeadOwners { continue }
@@ -118,7 +128,7 @@ struct SubscriberList<Message> {
   }
 
   /// Leaves a tombstone at `index` and moves its subscription into `garbage`.
-  @inlinable mutating func vacate(_ index: Int, into garbage: inout Garbage<Message>) {
+  @inlinable mutating func vacate(_ index: Int, into garbage: inout Garbage) {
     guard let entry = slots[index] else { return }
     slots[index] = nil
     live -= 1
@@ -127,13 +137,13 @@ struct SubscriberList<Message> {
   }
 
   /// Sweeps once tombstones outnumber the live subscriptions (or 32).
-  @inlinable mutating func sweepIfMostlyTombstones(into garbage: inout Garbage<Message>, keepingDeadOwners: Bool) {
+  @inlinable mutating func sweepIfMostlyTombstones(into garbage: inout Garbage, keepingDeadOwners: Bool) {
     if slots.count - live > Swift.max(live, 32) { sweep(into: &garbage, keepingDeadOwners: keepingDeadOwners) }
   }
 
   /// Moves the cached snapshot, if any, into `garbage`.
-  @inlinable mutating func dropSnapshot(into garbage: inout Garbage<Message>) {
-    if let old = snapshot.take() { garbage.snapshot = old }
+  @inlinable mutating func dropSnapshot(into garbage: inout Garbage) {
+    if let old = snapshot.take() { garbage.keep(snapshot: old) }
   }
 
   /// Removes every subscription but those that outlive it (`outlivesRemoveAll`).
@@ -141,8 +151,7 @@ struct SubscriberList<Message> {
   /// took and are still ending.
   ///
   /// - Returns: the ticket to pass to ``finishRemoval(_:into:)`` once they are ended.
-  @usableFromInline mutating func removeAll(into garbage: inout Garbage<Message>, keepingTracking: Bool = true) -> UInt
-  {
+  @usableFromInline mutating func removeAll(into garbage: inout Garbage, keepingTracking: Bool = true) -> UInt {
     var taken = ContiguousArray<Entry<Message>>()
     var kept = ContiguousArray<Entry<Message>?>()
     taken.reserveCapacity(live)
@@ -154,8 +163,8 @@ struct SubscriberList<Message> {
       }
     }
     let more = garbage.rare()
-    for other in removals.values { more.removed.append(contentsOf: other) }
-    more.removed.append(contentsOf: taken)
+    for other in removals.values { more.removed.append(contentsOf: other.lazy.map { $0 }) }
+    more.removed.append(contentsOf: taken.lazy.map { $0 })
     let ticket = nextRemoval
     nextRemoval &+= 1
     removals[ticket] = taken
@@ -168,8 +177,12 @@ struct SubscriberList<Message> {
   }
 
   /// Forgets the subscriptions of a finished `removeAll`.
-  @usableFromInline mutating func finishRemoval(_ ticket: UInt, into garbage: inout Garbage<Message>) {
-    garbage.rare().finishedRemoval = removals.removeValue(forKey: ticket)
+  @usableFromInline mutating func finishRemoval(_ ticket: UInt, into garbage: inout Garbage) {
+    // Moved out of the dictionary without a copy, then emptied into the garbage's list
+    // (as references of the base class), so that nothing is released under the lock.
+    guard var finished = removals.removeValue(forKey: ticket) else { return }
+    let list = garbage.rare()
+    while let entry = finished.popLast() { list.finishedRemoval.append(entry) }
   }
 
   /// Drops tombstones and subscriptions that ended or whose owner is gone.
@@ -179,7 +192,7 @@ struct SubscriberList<Message> {
   /// - Returns: How many of the kept subscriptions have ended (their handler still
   ///   runs; see `isDone`): `live` less these is the number of live subscriptions.
   @inlinable @discardableResult
-  mutating func sweep(into garbage: inout Garbage<Message>, keepingDeadOwners keepsDeadOwners: Bool = false) -> Int {
+  mutating func sweep(into garbage: inout Garbage, keepingDeadOwners keepsDeadOwners: Bool = false) -> Int {
     var endedAndRunning = 0
     compact(into: &garbage) { entry, garbage in
       if entry.isEnded {
@@ -201,7 +214,7 @@ struct SubscriberList<Message> {
   /// after a delivery pass, which ends the subscriptions whose owner it found gone.
   ///
   /// - Complexity: O(n) in the number of slots.
-  @inlinable mutating func removeEnded(into garbage: inout Garbage<Message>) {
+  @inlinable mutating func removeEnded(into garbage: inout Garbage) {
     compact(into: &garbage) { entry, _ in !entry.isDone }
   }
 
@@ -209,7 +222,7 @@ struct SubscriberList<Message> {
   /// into `garbage`. Compacts in place: kept subscriptions move down by swapping, so
   /// nothing is retained or released for them and no new array is made.
   @inlinable mutating func compact(
-    into garbage: inout Garbage<Message>, keeping keep: (Entry<Message>, inout Garbage<Message>) -> Bool
+    into garbage: inout Garbage, keeping keep: (Entry<Message>, inout Garbage) -> Bool
   ) {
     var kept = 0
     for index in slots.indices {
