@@ -55,24 +55,29 @@ struct Garbage: ~Copyable {
 
   /// Keeps a removed subscription to end after unlocking.
   @inlinable mutating func sweep<Message>(_ entry: consuming Entry<Message>) {
-    if sweptFirst == nil {
-      sweptFirst = .passRetained(entry)
-    } else if sweptSecond == nil {
-      sweptSecond = .passRetained(entry)
-    } else {
-      rare().swept.append(entry)
+    if let overflow = Self.place(entry as SubscriptionCore, in: &sweptFirst, or: &sweptSecond) {
+      rare().swept.append(overflow)
     }
   }
 
   /// Keeps an owner loaded by a scan, to release after unlocking.
   @inlinable mutating func keep(owner: AnyObject) {
-    if scannedFirst == nil {
-      scannedFirst = .passRetained(owner)
-    } else if scannedSecond == nil {
-      scannedSecond = .passRetained(owner)
+    if let overflow = Self.place(owner, in: &scannedFirst, or: &scannedSecond) { rare().owners.append(overflow) }
+  }
+
+  /// Puts `object` in whichever of `first` and `second` is empty, retained; returns it
+  /// if neither is.
+  @inlinable static func place<Object: AnyObject>(
+    _ object: Object, in first: inout Unmanaged<Object>?, or second: inout Unmanaged<Object>?
+  ) -> Object? {
+    if first == nil {
+      first = .passRetained(object)
+    } else if second == nil {
+      second = .passRetained(object)
     } else {
-      rare().owners.append(owner)
+      return object
     }
+    return nil
   }
 
   /// Ends the removed subscriptions, waiting for any of them that runs on another
