@@ -96,6 +96,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let compute: (@Sendable () -> Value)?
   /// A computed node's last computed value and the versions it was computed from.
   @usableFromInline let memo = Lock<Memo?>.make(nil)
+  /// The first root's version in `memo`, stored with each change of it under its lock:
+  /// a direct map's delivery loads it to learn, without the lock, whether the memo
+  /// holds the commit it delivers (``commitMemoized(version:)``).
+  @usableFromInline let memoFirstVersion = Atomic<UInt64>(0)
   /// The versions of the state last committed to the hub. Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var delivered = Versions([])
   /// A following node's state last committed to the hub (nil before its first
@@ -175,6 +179,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     height = Self.height(above: upstream)
     let box = Memo(delivered, initial)
     memo.withLock { $0 = box }
+    memoFirstVersion.store(versions.first, ordering: .releasing)
   }
 
   /// The identities of `roots`, in order.
@@ -266,6 +271,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     guard snapshot.isConsistent, !Self.isInTransaction else { return value }
     var kept: Value? = value
     memo.withLock { memo in
+      defer { memoFirstVersion.store(memo.unsafelyUnwrapped.versions.first, ordering: .releasing) }
       guard memo != nil else {
         memo = Memo(versions, kept.take().unsafelyUnwrapped)
         return
@@ -274,6 +280,20 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     _ = kept  // the value replaced, released after unlocking
     return value
+  }
+
+  /// Commits the memo's value if it was computed from the commit with `version` of the
+  /// one root (``commitDirect(_:version:)``): a value built on this one computed it
+  /// first, in its own delivery of that commit. Out of line, so that a direct map's
+  /// delivery keeps no room for the memo's value when it is not there.
+  ///
+  /// - Returns: Whether the memo held that commit's value.
+  @inlinable @inline(never) func commitMemoized(version: UInt64) -> Bool {
+    guard let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil }) else {
+      return false
+    }
+    commitDirect(value, version: version)
+    return true
   }
 
   /// Whether the calling thread runs a transaction.

@@ -154,6 +154,10 @@ extension HubRoot where Message == Update<Stored> {
       let committed = version.add(1, ordering: .relaxed).newValue
       let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
       if update.isTransactional { return node.refresh() }
+      // A value built on the node may have computed this commit already (memoized).
+      if node.memoFirstVersion.load(ordering: .acquiring) == committed, node.commitMemoized(version: committed) {
+        return
+      }
       node.commitDirect(transform(update.new), version: committed)
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }

@@ -114,6 +114,35 @@ import Testing
     second.cancel()
   }
 
+  /// A map of a property observed after a value built on it: the value built on it
+  /// computes the map first, in its own delivery of the write, and the map's own
+  /// delivery must find that in the memo instead of running the transform again.
+  @Test(arguments: ["map of it", "combineLatest with it"])
+  func memoizedAMapObservedAfterAValueBuiltOnItRunsOncePerWrite(_ kind: String) {
+    let a = Property(0)
+    let b = Property(0)
+    let runs = Atomic<Int>(0)
+    let mapped = a.map { value -> Int in
+      runs.add(1, ordering: .relaxed)
+      return value + 1
+    }
+    let above: ReadOnlyProperty<Int> =
+      kind == "map of it" ? mapped.map { $0 * 2 } : mapped.combineLatest(b).map { $0.0 + $0.1 }
+    let seenAbove = Recorder<Int>()
+    let seen = Recorder<Int>()
+    let first = above.observe { seenAbove.append($0) }
+    let second = mapped.observe { seen.append($0) }
+    let before = runs.load(ordering: .relaxed)
+    for value in 1...3 { a.value = value }
+    #expect(runs.load(ordering: .relaxed) == before + 3, "three writes, one run each")
+    for _ in 0..<5 { #expect(mapped.value == 4) }
+    #expect(runs.load(ordering: .relaxed) == before + 3, "reads ran the transform")
+    #expect(seen.values == [1, 2, 3, 4])
+    #expect(seenAbove.values == (kind == "map of it" ? [2, 4, 6, 8] : [1, 2, 3, 4]))
+    first.cancel()
+    second.cancel()
+  }
+
   @Test func readYourWritesThroughADiamondWhileOthersWrite() {
     let a = Property(0)
     let diamond = a.map { $0 * 2 }.combineLatest(a.map { $0 + 1 })
