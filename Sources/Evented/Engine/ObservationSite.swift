@@ -26,13 +26,19 @@
 // `@Observable` class misses the final value). The installation hashes the probe under
 // the registrar's lock, on the thread that read: the first hash on that thread after
 // its read compares the epoch it noted with the current one, and if a notification
-// was made in between, schedules one more on a global queue, which runs after the
-// installation completes. (A nested scope's merge also hashes; an outer scope then
-// relies on the inner one's check.)
+// was made in between, schedules one more on a global queue. (A nested scope's merge
+// also hashes; an outer scope then relies on the inner one's check.) That repeat
+// usually runs after the installation completes, but not always: Observation stores a
+// tracking's tokens after registering it, and a notification that fires the scope in
+// between leaves the tracking registered, so that it fires again at a later one
+// (Observation's own race, which an `@Observable` class has too, more rarely).
 //
 // The site never runs user code and takes none of the source's locks; the registrar's
 // callbacks (the scopes' `onChange`) run on the committing thread after the commit, or
-// on a global queue for a repeated notification.
+// on a global queue for a repeated notification. The site runs one notification pass
+// at a time (``ObservationSite/deliver()``): a scope's tracking is cancelled only after
+// its `onChange` returns, so two passes at once would both fire it. A notification
+// made while a pass runs is left to the thread running it, which runs one more pass.
 
 import Dispatch
 import Observation
@@ -49,6 +55,9 @@ final class ObservationSite: Observable, Sendable {
   @usableFromInline nonisolated(unsafe) let probe: KeyPath<ObservationSite, Int>
   /// Observe mode only: the subscription waiting for the next change.
   let waiting = Lock.make(Subscription?.none)
+  /// The passes of ``deliver()`` asked for and not yet finished: nonzero while a
+  /// thread runs passes.
+  let passRequests = Atomic<Int>(0)
 
   init() {
     let state = ProbeState()
@@ -94,16 +103,32 @@ final class ObservationSite: Observable, Sendable {
   /// Called after a commit, outside every lock.
   @usableFromInline func notify() {
     state.epoch.add(1, ordering: .acquiringAndReleasing)
-    registrar.willSet(self, keyPath: probe)
-    registrar.didSet(self, keyPath: probe)
+    deliver()
   }
 
   /// Notifies again, later, for a scope that installed its tracking after the
   /// notification it needed.
   func repeatNotification() {
-    DispatchQueue.global().async { [self] in
+    DispatchQueue.global().async { [self] in deliver() }
+  }
+
+  /// Calls the registrar's `willSet` and `didSet`, one pass at a time for this site.
+  ///
+  /// A scope's tracking fires from `willSet` and is cancelled only once its `onChange`
+  /// returns, so two passes at once (a commit's and a repeated one, or two commits
+  /// from two threads) could both collect it and fire it twice. A thread that finds a
+  /// pass under way leaves its request to the thread running it, which runs one more
+  /// pass, starting after the request, for all the requests made meanwhile. No lock is
+  /// held while `onChange` runs: a write from inside it adds a request and returns.
+  func deliver() {
+    if passRequests.add(1, ordering: .acquiringAndReleasing).oldValue != 0 { return }
+    var covered = 1
+    while true {
       registrar.willSet(self, keyPath: probe)
       registrar.didSet(self, keyPath: probe)
+      let left = passRequests.subtract(covered, ordering: .acquiringAndReleasing).newValue
+      if left == 0 { return }
+      covered = left
     }
   }
 
