@@ -1,49 +1,46 @@
-// How a following node (`flatMapLatest`) commits. The state it delivers is a target
-// chosen at some versions of its outer source's roots, read at some versions of the
+// How a following node (`flatMapLatest`) commits. The state it delivers is a target,
+// numbered by the switch that chose it (`generation`), read at some versions of the
 // target's roots (`FollowedState`); it commits a state only if it is later than the
-// one it delivered last, as a computed node does (DerivedProperty+Commit.swift).
+// one it delivered last: a later switch, or later versions of the same target.
 //
 // Its links deliver each state of a source with its versions (`link(to:roots:keep:_:)`),
-// in the source's commit order. An observer that arrives while such a delivery waits
-// for another thread is given the current state first (`catchUp(...)`: the value
-// `value` reads, so the subscribing thread reads its own writes through the replay
-// too), and the waiting deliveries of older states commit nothing after it.
+// in the source's commit order. An observer that arrives while a delivery of the
+// current target waits for another thread is given the target's current state first
+// (`catchUp(...)`: the value `value` reads, so the subscribing thread reads its own
+// writes through the replay too), and the waiting deliveries of older states commit
+// nothing after it. The catch-up never switches: while a change of the outer source
+// that picks another target waits for its delivery, the new observer starts from the
+// state delivered last, and the switch follows in the outer source's commit order.
 
 import Synchronization
 
-/// The state a following node delivered last: which target, chosen at which versions
-/// of the outer source's roots, read at which versions of its own roots.
+/// The state a following node delivered last: which switch chose its target, and at
+/// which versions of the target's roots it was read.
 @usableFromInline
 struct FollowedState: Sendable {
-  /// The versions of the outer source's roots at which the target was chosen.
-  @usableFromInline var outer: Versions
-  /// The identities of the target's roots; for a target without roots (a constant), its
-  /// hub's; empty for a missing target. Two `map`s of one property made by two calls of
-  /// the selector are the same target here: their values are the same state's.
-  @usableFromInline var target: [ObjectIdentifier]
-  /// The versions of the target's roots at which its value was read.
+  /// The number of the switch that chose the target (``DerivedProperty/generation``).
+  @usableFromInline var generation: UInt
+  /// The versions of the target's roots at which its value was read; empty for a
+  /// missing target.
   @usableFromInline var versions: Versions
 
-  @inlinable init(outer: Versions, target: [ObjectIdentifier], versions: Versions) {
-    self.outer = outer
-    self.target = target
+  @inlinable init(generation: UInt, versions: Versions) {
+    self.generation = generation
     self.versions = versions
   }
 
-  /// Takes `candidate` if it is a later state: of the same target, later versions of
-  /// it; of another target, one chosen at versions of the outer source no older than
-  /// this one's (an earlier choice is a switch this state already went past).
+  /// Takes `candidate` if it is a later state: of a later switch, or of the same switch
+  /// at later versions of its target.
   ///
   /// - Returns: Whether `candidate` was taken, and must be committed.
   @inlinable mutating func take(_ candidate: FollowedState) -> Bool {
-    if candidate.target == target {
-      if candidate.outer.isLater(than: outer) { outer.assign(candidate.outer) }
-      guard candidate.versions.isLater(than: versions) else { return false }
-      versions.assign(candidate.versions)
+    if candidate.generation != generation {
+      guard candidate.generation > generation else { return false }
+      self = candidate
       return true
     }
-    guard !outer.isLater(than: candidate.outer) else { return false }
-    self = candidate
+    guard candidate.versions.isLater(than: versions) else { return false }
+    versions.assign(candidate.versions)
     return true
   }
 }
@@ -53,11 +50,6 @@ extension ReadOnlyProperty {
   /// caller) it was read at, as `reader` sees them.
   @inlinable func pinned(roots: [any Root], as reader: Snapshot.Reader) -> (Value, Versions) {
     Snapshot.consistent(of: roots, as: reader) { evaluate(in: $0) }
-  }
-
-  /// How a following node tells this target from another (``FollowedState/target``).
-  @inlinable func targetKey(roots: [any Root]) -> [ObjectIdentifier] {
-    roots.isEmpty ? [ObjectIdentifier(hub.storage)] : roots.map(\.identity)
   }
 }
 
@@ -143,7 +135,10 @@ extension DerivedProperty {
   ) {
     let id = target.map { ObjectIdentifier($0.hub.storage) }
     let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
-      if state.isSwitched, state.targetID == id { return nil }
+      if state.isSwitched, state.targetID == id {
+        state.chosenAt = outer
+        return nil
+      }
       let previous = (state.inner, state.target)
       state.inner = nil
       state.target = nil
@@ -158,48 +153,51 @@ extension DerivedProperty {
     previous.0?.endSwept()
     _ = previous.1
     guard let target else {
-      let state = FollowedState(outer: outer, target: [], versions: Versions([]))
-      if let missing { publish(missing, at: state, generation: current) }
+      if let missing {
+        publish(missing, at: FollowedState(generation: current, versions: Versions([])), generation: current)
+      }
       return
     }
-    let roots = target.roots
-    let key = target.targetKey(roots: roots)
     let keep = { (entry: SubscriptionCore) in
       self.links.withLock { state in
         state.inner = entry
         state.target = target
         state.targetID = id
+        state.targetGeneration = current
+        state.chosenAt = outer
       }
     }
-    link(to: target, roots: roots, keep: keep) { node, value, versions in
-      node.publish(wrap(value), at: FollowedState(outer: outer, target: key, versions: versions), generation: current)
+    link(to: target, roots: target.roots, keep: keep) { node, value, versions in
+      node.publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
     }
   }
 
-  /// Commits the current state of a following node, the one ``value`` reads, before an
-  /// observer subscribes (``willObserve()``), so that its replay is current even while
-  /// the links' deliveries of the commits that made it wait for another thread.
+  /// Commits the current state of the target that a following node follows, the one
+  /// ``value`` reads, before an observer subscribes (``willObserve()``), so that its
+  /// replay is current even while the target's deliveries wait for another thread.
   /// `outerRoots` are the outer source's roots, made once.
   ///
-  /// Does not change which target the links follow: the outer source's delivery does
-  /// that, in its commit order, and commits nothing older than what this committed.
+  /// Never switches: if the outer source has moved since the links chose their target
+  /// and now picks another one, the switch is the outer source's delivery's to make,
+  /// in its commit order (detaching the old target first), and this commits nothing.
   @inlinable func catchUp<Outer, Inner>(
     outer: ReadOnlyProperty<Outer>, roots outerRoots: [any Root],
-    select: (Outer) -> ReadOnlyProperty<Inner>?, missing: Value?, wrap: (Inner) -> Value
+    select: (Outer) -> ReadOnlyProperty<Inner>?, wrap: (Inner) -> Value
   ) {
+    let followed = links.withLock { state -> (ReadOnlyProperty<Inner>, UInt, Versions)? in
+      guard let target = state.target as? ReadOnlyProperty<Inner>, let chosenAt = state.chosenAt else { return nil }
+      return (target, state.targetGeneration, chosenAt)
+    }
+    guard let (target, current, chosenAt) = followed else { return }
     let reader = Self.followReader
     // A following source is read from its hub: bring that up to date first.
     outer.derived?.catchingUp?(outer.derived.unsafelyUnwrapped)
     let (outerValue, outerVersions) = outer.pinned(roots: outerRoots, as: reader)
-    guard let target = select(outerValue) else {
-      guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
-      return publish(
-        missing, at: FollowedState(outer: outerVersions, target: [], versions: Versions([])), generation: nil)
+    if outerVersions != chosenAt {
+      guard let picked = select(outerValue), picked.hub.storage === target.hub.storage else { return }
     }
     target.derived?.catchingUp?(target.derived.unsafelyUnwrapped)
-    let roots = target.roots
-    let (value, versions) = target.pinned(roots: roots, as: reader)
-    let state = FollowedState(outer: outerVersions, target: target.targetKey(roots: roots), versions: versions)
-    publish(wrap(value), at: state, generation: nil)
+    let (value, versions) = target.pinned(roots: target.roots, as: reader)
+    publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }
 }

@@ -31,6 +31,11 @@ struct LinkState: Sendable {
   @usableFromInline var inner: SubscriptionCore?
   /// `flatMapLatest` only: the current target, kept alive while it is followed.
   @usableFromInline var target: (any Sendable)?
+  /// `flatMapLatest` only: the number of the switch that chose `target`.
+  @usableFromInline var targetGeneration: UInt = 0
+  /// `flatMapLatest` only: the versions of the outer source's roots at which `target`
+  /// was chosen, or found chosen again; nil before the first choice.
+  @usableFromInline var chosenAt: Versions?
   /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
   @usableFromInline var targetID: ObjectIdentifier?
   /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.

@@ -105,7 +105,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// A following node's state last committed to the hub (nil before its first
   /// commit). Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var followed: FollowedState?
-  /// A following node's ``catchUp(outer:roots:select:missing:wrap:)``, made in code
+  /// A following node's ``catchUp(outer:roots:select:wrap:)``, made in code
   /// specialized for its types. Set once, right after initialization, before the node
   /// is shared.
   @usableFromInline @exclusivity(unchecked) var catchingUp: (@Sendable (DerivedProperty<Value>) -> Void)?

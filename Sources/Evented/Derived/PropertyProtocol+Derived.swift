@@ -302,7 +302,7 @@ extension PropertyProtocol {
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     let roots = outer.roots
-    node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, missing: missing, wrap: wrap) }
+    node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, wrap: wrap) }
     let keep = { (entry: SubscriptionCore) in node.links.withLock { $0.sources.append(entry) } }
     node.link(to: outer, roots: roots, keep: keep) { node, value, versions in
       node.follow(select(value), chosenAt: versions, missing: missing, wrap: wrap)

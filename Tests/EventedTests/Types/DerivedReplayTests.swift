@@ -27,14 +27,6 @@ import Testing
       let inner = Property(0).flatMapLatest { _ in held }
       return Property(0).flatMapLatest { _ in inner }
     },
-    Case(description: "flatMapLatest switched by the source") { held in
-      let targets = [Property(100), Property(200), Property(300)]
-      return held.flatMapLatest { targets[$0] }
-    },
-    Case(description: "flatMapLatest switched to a map") { held in
-      let targets = [Property(100), Property(200), Property(300)].map { $0.map { $0 + 1 } }
-      return held.flatMapLatest { targets[$0] }
-    },
   ]
 
   /// Another thread writes 1 to a property whose first observer holds that delivery;
@@ -67,5 +59,76 @@ import Testing
     observer.cancel()
     changeObserver.cancel()
     holder.cancel()
+  }
+
+  /// A change of the outer source that picks another target waits for another thread's
+  /// delivery: a new observer starts from the state delivered last (the old target's),
+  /// not from `value`; the switch then follows in the outer source's commit order, the
+  /// old target detached before the new one's value is delivered.
+  @Test func aNewObserverOfAFlatMapLatestWhoseSwitchWaitsStartsFromTheStateDeliveredLast() throws {
+    let outer = Property(0)
+    let targets = [Property(100), Property(200)]
+    let inDelivery = Gate()
+    let release = Gate()
+    let holder = outer.observeChanges { _ in
+      inDelivery.open()
+      _ = release.wait()
+    }
+    let followed = outer.flatMapLatest { targets[$0] }
+    let writer = Spawned { outer.value = 1 }
+    #expect(inDelivery.wait())
+    #expect(followed.value == 200)
+    let seen = Recorder<Int>()
+    let oldCountsAtSwitch = Recorder<Int>()
+    let observer = followed.observe { value in
+      if value >= 200 { oldCountsAtSwitch.append(targets[0].observerCount) }
+      seen.append(value)
+    }
+    #expect(seen.values == [100], "the state delivered last")
+    targets[0].value = 101
+    release.open()
+    #expect(writer.join())
+    #expect(seen.values == [100, 101, 200])
+    #expect(oldCountsAtSwitch.values == [0], "the old target was detached first")
+    observer.cancel()
+    holder.cancel()
+  }
+
+  /// Two maps of one property are two targets: switching between them delivers the
+  /// other one's value although their root did not change.
+  @Test func flatMapLatestSwitchesBetweenTwoMapsOfOneProperty() {
+    let a = Property(1)
+    let plain = a.map { $0 }
+    let tenfold = a.map { $0 * 10 }
+    let flag = Property(false)
+    let followed = flag.flatMapLatest { $0 ? tenfold : plain }
+    let seen = Recorder<Int>()
+    let observer = followed.observe { seen.append($0) }
+    flag.value = true
+    a.value = 2
+    flag.value = false
+    let late = Recorder<Int>()
+    let lateObserver = followed.observe { late.append($0) }
+    #expect(seen.values == [1, 10, 20, 2])
+    #expect(late.values == [2])
+    observer.cancel()
+    lateObserver.cancel()
+  }
+
+  /// A selector that builds a new constant on each call: a new observer commits
+  /// nothing (no state is delivered again to the others), and every write is delivered.
+  @Test func flatMapLatestToAConstantBuiltPerCallDeliversEachStateOnce() {
+    struct Box: Sendable { let n: Int }  // not Equatable: nothing skips a repeated state
+    let n = Property(0)
+    let followed = n.flatMapLatest { ReadOnlyProperty(constant: Box(n: $0)) }
+    let seen = Recorder<Int>()
+    let observer = followed.observe { seen.append($0.n) }
+    for value in 1...200 {
+      let extra = followed.observe { _ in }
+      extra.cancel()
+      n.value = value
+    }
+    #expect(seen.values == Array(0...200))
+    observer.cancel()
   }
 }
