@@ -4,6 +4,8 @@
 // waiting one when the node's deliveries back up, so that each observer holds O(1)
 // undelivered state.
 
+import Synchronization
+
 extension DerivedProperty {
   /// Computes the value from a consistent snapshot of the roots and commits it, if
   /// that state is later than the one delivered last. Runs in a root's delivery.
@@ -38,6 +40,7 @@ extension DerivedProperty {
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered.assign(versions)
+    deliveredFirstVersion.store(versions.first, ordering: .releasing)
     commitState(token, value, inPass: inPass)
   }
 
@@ -53,6 +56,7 @@ extension DerivedProperty {
     let token = hub.lockForCommit()
     guard version > delivered.first else { return token.unlock() }
     delivered.first = version
+    deliveredFirstVersion.store(version, ordering: .releasing)
     commitState(token, value, inPass: true)
   }
 

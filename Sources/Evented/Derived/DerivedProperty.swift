@@ -102,6 +102,10 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let memoFirstVersion = Atomic<UInt64>(0)
   /// The versions of the state last committed to the hub. Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var delivered = Versions([])
+  /// The first root's version in `delivered`, stored with each change of it under the
+  /// hub's lock: reads load it to learn, without the lock, that the state last delivered
+  /// is not the one they look for (``value``, ``evaluate(in:)``).
+  @usableFromInline let deliveredFirstVersion = Atomic<UInt64>(0)
   /// A following node's state last committed to the hub (nil before its first
   /// commit). Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var followed: FollowedState?
@@ -175,6 +179,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     self.body = body
     compute = nil
     delivered = versions
+    deliveredFirstVersion.store(versions.first, ordering: .releasing)
     self.upstream = upstream
     height = Self.height(above: upstream)
     let box = Memo(delivered, initial)
@@ -227,10 +232,14 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       // against the state last delivered. The memo's value is copied under its lock
       // (the box is not retained).
       let version = singleVersion
-      if let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil }) {
+      if memoFirstVersion.load(ordering: .acquiring) == version,
+        let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil })
+      {
         return value
       }
-      if let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil }) {
+      if deliveredFirstVersion.load(ordering: .acquiring) == version,
+        let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil })
+      {
         return stored
       }
     } else {
@@ -254,8 +263,16 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     guard let body else { return snapshot.read(hub) }
     if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return unbox(value) }
     let versions = snapshot.versions(of: roots, identities: identities)
-    if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
-    if directLink != nil, let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil }) {
+    // The words stored with the memo and the state delivered last tell, without their
+    // locks, when neither can hold this state (the common case: a commit's evaluation).
+    if memoFirstVersion.load(ordering: .acquiring) == versions.first,
+      let value = memo.withLock({ $0?.value(at: versions) })
+    {
+      return value
+    }
+    if directLink != nil, deliveredFirstVersion.load(ordering: .acquiring) == versions.first,
+      let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil })
+    {
       // A direct map's latest commit, which did not update the memo.
       return stored
     }
