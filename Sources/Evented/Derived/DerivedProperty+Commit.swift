@@ -7,36 +7,54 @@
 import Synchronization
 
 extension DerivedProperty {
-  /// Computes the value from a consistent snapshot of the roots and commits it, if
-  /// that state is later than the one delivered last. Runs in a root's delivery.
+  /// Computes the state the commit of `snapshot` made and commits it, if it is later
+  /// than the one delivered last. Runs in a root's delivery.
   ///
   /// - Parameters:
-  ///   - commit: A snapshot of the commit of the only root being delivered
-  ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), to compute the state
-  ///     it made, recycled here; nil to compute the latest state.
-  ///   - reused: Without `commit`: a snapshot to compute the latest state in (see
-  ///     ``Snapshot/consistent(of:reusing:_:)``).
+  ///   - snapshot: A snapshot of the commit of the only root being delivered
+  ///     (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), recycled here.
+  ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
+  ///     the node is observed.
+  @inlinable func refresh(commit snapshot: Snapshot, inPass: Bool) {
+    // With one root, consistent by construction.
+    let value = evaluate(in: snapshot)
+    let versions = snapshot.versions(of: roots, identities: identities)
+    // Returned to the thread before the node's observers, delivered below, run: so
+    // that they find it spare when they read derived values.
+    snapshot.recycle()
+    if Self.isLarge { return commitIfLaterApart(value, versions, inPass: inPass) }
+    commitIfLater(value, versions, inPass: inPass)
+  }
+
+  /// Computes the latest state from a consistent snapshot of the roots and commits it,
+  /// if it is later than the one delivered last. Apart from
+  /// ``refresh(commit:inPass:)``, so that neither keeps room for the other's
+  /// temporaries (a large value's copies on the stack).
+  ///
+  /// - Parameters:
+  ///   - reused: A snapshot to compute the latest state in (see
+  ///     ``Snapshot/consistent(of:reusing:_:)``); nil to take the thread's spare.
   ///   - inPass: Called by a root's delivery (see `Hub.proceed`), which checked that
   ///     the node is observed; false for an arriving observer's catch-up, which may be
-  ///     made inside a handler.
-  @inlinable func refresh(commit: Snapshot? = nil, reusing reused: Snapshot? = nil, inPass: Bool = false) {
-    let value: Value
-    let versions: Versions
-    if let snapshot = commit {
-      // The state the commit made: with one root, consistent by construction.
-      value = evaluate(in: snapshot)
-      versions = snapshot.versions(of: roots, identities: identities)
-      // Returned to the thread before the node's observers, delivered below, run: so
-      // that they find it spare when they read derived values.
-      snapshot.recycle()
-    } else {
-      // Inside a transaction that wrote one of the roots (an observer arriving there),
-      // this thread sees a state other threads do not: the node takes the state they
-      // see, from before the transaction, and the transaction's end refreshes it from
-      // the whole state.
-      let reader: Snapshot.Reader = isHiddenByOwnTransaction ? .outsider : .calling
-      (value, versions) = Snapshot.consistent(of: roots, reusing: reused, as: reader) { evaluate(in: $0) }
-    }
+  ///     made inside a handler, and for the end of a transaction.
+  @inlinable func refresh(reusing reused: Snapshot? = nil, inPass: Bool = false) {
+    // Inside a transaction that wrote one of the roots (an observer arriving there),
+    // this thread sees a state other threads do not: the node takes the state they
+    // see, from before the transaction, and the transaction's end refreshes it from
+    // the whole state.
+    let reader: Snapshot.Reader = isHiddenByOwnTransaction ? .outsider : .calling
+    let (value, versions) = Snapshot.consistent(of: roots, reusing: reused, as: reader) { evaluate(in: $0) }
+    if Self.isLarge { return commitIfLaterApart(value, versions, inPass: inPass) }
+    commitIfLater(value, versions, inPass: inPass)
+  }
+
+  /// ``commitIfLater(_:_:inPass:)`` in a frame of its own (``isLarge``).
+  @inlinable @inline(never) func commitIfLaterApart(_ value: Value, _ versions: Versions, inPass: Bool) {
+    commitIfLater(value, versions, inPass: inPass)
+  }
+
+  /// Commits `value`, the state `versions`, if it is later than the one delivered last.
+  @inlinable @inline(__always) func commitIfLater(_ value: Value, _ versions: Versions, inPass: Bool) {
     let token = hub.lockForCommit()
     guard versions.isLater(than: delivered) else { return token.unlock() }
     delivered.assign(versions)

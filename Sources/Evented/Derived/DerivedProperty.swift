@@ -227,28 +227,31 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// from a consistent snapshot; for a following node, from its sources.
   @inlinable var value: Value {
     guard body != nil else { return compute.unsafelyUnwrapped() }
-    if roots.count == 1 {
-      // Without an array of versions: the one root's version against the memo's, then
-      // against the state last delivered. The memo's value is copied under its lock
-      // (the box is not retained).
-      let version = singleVersion
-      if memoFirstVersion.load(ordering: .acquiring) == version,
-        let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil })
-      {
-        return value
-      }
-      if deliveredFirstVersion.load(ordering: .acquiring) == version,
-        let stored = hub.storage.withLock({ delivered.first == version ? $0.stored : nil })
-      {
-        return stored
-      }
-    } else {
-      // If each root had the memo's version when read, the memo's state is current, and
-      // consistent: it held when the memo was computed.
-      let versions = Versions(of: roots, { $0.versionNow })
-      if let value = memo.withLock({ $0?.value(at: versions) }) { return value }
-    }
+    // One optional in this frame, unwrapped without a second copy: a large value keeps
+    // few copies on the stack while the evaluation below runs.
+    let known = roots.count == 1 ? knownValue(version: singleVersion) : knownValue(now: ())
+    if known != nil { return known.unsafelyUnwrapped }
     return Snapshot.consistent(of: roots) { evaluate(in: $0) }.0
+  }
+
+  /// The value of a one-root node at the root's `version`, if the memo or the state
+  /// delivered last holds it: the root's version against each one's word, then under
+  /// its lock. The memo's value is copied under its lock (the box is not retained).
+  @inlinable @inline(__always) func knownValue(version: UInt64) -> Value? {
+    if memoFirstVersion.load(ordering: .acquiring) == version {
+      let value = memo.withLock({ $0?.versions.first == version ? $0.unsafelyUnwrapped.value : nil })
+      if value != nil { return value }
+    }
+    guard deliveredFirstVersion.load(ordering: .acquiring) == version else { return nil }
+    return hub.storage.withLock({ delivered.first == version ? $0.stored : nil })
+  }
+
+  /// The value of a node of several roots now, if the memo holds it: if each root had
+  /// the memo's version when read, the memo's state is current, and consistent (it held
+  /// when the memo was computed).
+  @inlinable @inline(__always) func knownValue(now _: Void) -> Value? {
+    let versions = Versions(of: roots, { $0.versionNow })
+    return memo.withLock({ $0?.value(at: versions) })
   }
 
   /// The one root's version now, as ``Root/versionNow`` reads it, from the word kept here
@@ -263,19 +266,53 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     guard let body else { return snapshot.read(hub) }
     if snapshot.computed != nil, let value = snapshot.computed?[ObjectIdentifier(self)] { return unbox(value) }
     let versions = snapshot.versions(of: roots, identities: identities)
-    // The words stored with the memo and the state delivered last tell, without their
-    // locks, when neither can hold this state (the common case: a commit's evaluation).
-    if memoFirstVersion.load(ordering: .acquiring) == versions.first,
-      let value = memo.withLock({ $0?.value(at: versions) })
-    {
-      return value
+    // The words stored with the memo and with the state delivered last tell, without
+    // their locks, when neither can hold this state: the common case, a commit's
+    // evaluation, goes to the body without keeping room for a value found there.
+    let mayBeKnown =
+      memoFirstVersion.load(ordering: .acquiring) == versions.first
+      || (directLink != nil && deliveredFirstVersion.load(ordering: .acquiring) == versions.first)
+    if Self.isLarge {
+      if mayBeKnown { return knownValueApart(at: versions, orBody: body, in: snapshot) }
+      return computeValueApart(body, in: snapshot, at: versions)
     }
-    if directLink != nil, deliveredFirstVersion.load(ordering: .acquiring) == versions.first,
-      let stored = hub.storage.withLock({ delivered == versions ? $0.stored : nil })
-    {
-      // A direct map's latest commit, which did not update the memo.
-      return stored
-    }
+    return mayBeKnown
+      ? knownValue(at: versions, orBody: body, in: snapshot) : computeValue(body, in: snapshot, at: versions)
+  }
+
+  /// Whether a value is large (Parcel.swift): then each step of an evaluation and of a
+  /// commit keeps its temporaries in a frame of its own, off the stack while the next
+  /// step runs, so that a chain keeps few copies of the value at once. A constant in
+  /// specialized code.
+  @inlinable static var isLarge: Bool { MemoryLayout<Value>.size > largeMessageSize }
+
+  /// ``knownValue(at:orBody:in:)`` in a frame of its own (``isLarge``).
+  @inlinable @inline(never) func knownValueApart(
+    at versions: Versions, orBody body: @Sendable (Snapshot) -> Value, in snapshot: Snapshot
+  ) -> Value {
+    knownValue(at: versions, orBody: body, in: snapshot)
+  }
+
+  /// ``computeValue(_:in:at:)`` in a frame of its own (``isLarge``).
+  @inlinable @inline(never) func computeValueApart(
+    _ body: @Sendable (Snapshot) -> Value, in snapshot: Snapshot, at versions: Versions
+  ) -> Value {
+    computeValue(body, in: snapshot, at: versions)
+  }
+
+  /// ``knownValue(at:)``, or else ``computeValue(_:in:at:)``.
+  @inlinable @inline(__always) func knownValue(
+    at versions: Versions, orBody body: @Sendable (Snapshot) -> Value, in snapshot: Snapshot
+  ) -> Value {
+    let known = knownValue(at: versions)
+    if known != nil { return known.unsafelyUnwrapped }
+    return computeValue(body, in: snapshot, at: versions)
+  }
+
+  /// `body`'s value in `snapshot`, whose versions of the roots are `versions`,
+  /// remembered if the state is consistent.
+  @inlinable @inline(__always)
+  func computeValue(_ body: @Sendable (Snapshot) -> Value, in snapshot: Snapshot, at versions: Versions) -> Value {
     if height > Snapshot.deepChain, snapshot.computed == nil { snapshot.evaluateUpstream(of: self) }
     let value = body(snapshot)
     // Only a consistent state is remembered: an evaluation whose roots moved between
@@ -285,7 +322,34 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     // pair a root's earlier version with another's later one, a state that never held
     // for them (one thread reading the first root before the transaction ends and the
     // second after would find it).
-    guard snapshot.isConsistent, !Self.isInTransaction else { return value }
+    if snapshot.isConsistent, !Self.isInTransaction {
+      if Self.isLarge { rememberApart(value, at: versions) } else { remember(value, at: versions) }
+    }
+    return value
+  }
+
+  /// ``remember(_:at:)`` in a frame of its own (``isLarge``).
+  @inlinable @inline(never) func rememberApart(_ value: Value, at versions: Versions) {
+    remember(value, at: versions)
+  }
+
+  /// The value in the state `versions`, if the memo holds it, or the state a direct map
+  /// delivered last: the words stored with each tell, without its lock, when it cannot
+  /// (the common case, a commit's evaluation). Apart from ``evaluate(in:)``, so that
+  /// its temporaries are off the stack while the body runs.
+  @inlinable @inline(__always) func knownValue(at versions: Versions) -> Value? {
+    if memoFirstVersion.load(ordering: .acquiring) == versions.first {
+      let value = memo.withLock({ $0?.value(at: versions) })
+      if value != nil { return value }
+    }
+    // A direct map's latest commit, which did not update the memo.
+    guard directLink != nil, deliveredFirstVersion.load(ordering: .acquiring) == versions.first else { return nil }
+    return hub.storage.withLock({ delivered == versions ? $0.stored : nil })
+  }
+
+  /// Keeps `value`, computed from the consistent state `versions`, in the memo if that
+  /// state is later than the memo's.
+  @inlinable @inline(__always) func remember(_ value: Value, at versions: Versions) {
     var kept: Value? = value
     memo.withLock { memo in
       defer { memoFirstVersion.store(memo.unsafelyUnwrapped.versions.first, ordering: .releasing) }
@@ -296,7 +360,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
       memo.unsafelyUnwrapped.update(versions, &kept)
     }
     _ = kept  // the value replaced, released after unlocking
-    return value
   }
 
   /// Commits the memo's value if it was computed from the commit with `version` of the
