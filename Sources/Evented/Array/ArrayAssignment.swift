@@ -23,10 +23,19 @@ import Synchronization
 
 /// Ordered changes that turn `old` into `new`: a minimal difference.
 ///
+/// The difference is that of the two arrays' offsets, each pair of elements compared
+/// in place: the standard library's difference of the elements themselves keeps
+/// copies of them on its stack as it goes (more than 1 MB for 64 KB elements).
+///
 /// - Complexity: The difference's cost (O(*n* × *d*) comparisons).
 @inlinable
 func assignmentChanges<Element: Equatable>(from old: [Element], to new: [Element]) -> [ArrayChange<Element>] {
-  changes(from: old, applying: new.difference(from: old))
+  let difference = old.withUnsafeBufferPointer { before in
+    new.withUnsafeBufferPointer { after in
+      after.indices.difference(from: before.indices) { was, now in before[was] == after[now] }
+    }
+  }
+  return changes(from: old, to: new, applying: difference)
 }
 
 /// Ordered changes that turn `old` into `new`: a difference with moves inferred,
@@ -38,26 +47,27 @@ func assignmentChanges<Element: Hashable>(from old: [Element], to new: [Element]
   hashedChanges(from: old, to: new)
 }
 
-/// `difference`, computed from `old`, as ordered index-relative changes.
+/// `difference`, the difference of the offsets of `old` and `new`, as ordered
+/// index-relative changes of their elements.
 @inlinable
 func changes<Element>(
-  from old: [Element], applying difference: CollectionDifference<Element>
+  from old: [Element], to new: [Element], applying difference: CollectionDifference<Int>
 ) -> [ArrayChange<Element>] {
   if difference.isEmpty { return [] }
-  var removals: [(offset: Int, element: Element)] = []
-  var insertions: [(offset: Int, element: Element)] = []
+  var removals: [Int] = []
+  var insertions: [Int] = []
   for change in difference {
     switch change {
-    case .remove(let offset, let element, _): removals.append((offset, element))
-    case .insert(let offset, let element, _): insertions.append((offset, element))
+    case .remove(let offset, _, _): removals.append(offset)
+    case .insert(let offset, _, _): insertions.append(offset)
     }
   }
-  removals.sort { $0.offset > $1.offset }
-  insertions.sort { $0.offset < $1.offset }
+  removals.sort(by: >)
+  insertions.sort()
   var changes: [ArrayChange<Element>] = []
   changes.reserveCapacity(removals.count + insertions.count)
-  for removal in removals { changes.append(.remove(index: removal.offset, element: removal.element)) }
-  for insertion in insertions { changes.append(.insert(index: insertion.offset, element: insertion.element)) }
+  for offset in removals { changes.append(.remove(index: offset, element: old[offset])) }
+  for offset in insertions { changes.append(.insert(index: offset, element: new[offset])) }
   return changes
 }
 

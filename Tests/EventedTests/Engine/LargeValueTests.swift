@@ -129,6 +129,12 @@ func stackPaths<Value: Generational>(of _: Value.Type) -> [StackPath] {
       _ = derived.value
       withExtendedLifetime(subscription) {}
     },
+    StackPath(name: "ArrayProperty whole-array assignment of Equatable elements, observed") {
+      let array = ArrayProperty<Value>([values[0], values[1]])
+      let subscription = array.observeChanges { _ in }
+      array.value = [values[1], values[2], values[0]]
+      withExtendedLifetime(subscription) {}
+    },
     StackPath(name: "ArrayProperty append, observed") {
       let array = ArrayProperty<Value>([])
       let subscription = array.observeChanges { _ in }
