@@ -69,11 +69,33 @@ extension DerivedProperty {
     } else if !followed!.take(state) {
       return token.unlock()
     }
-    // As a computed node's commit (`commitState`): a full queue observer makes the
-    // delivering thread wait for room once its delivery frame ends.
-    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-    if owesRoom { DeliveringThread.owe(hub.storage) }
+    // As a computed node's commit: merged into the newest waiting update while another
+    // thread delivers the earlier ones, so that the node holds O(1) undelivered states
+    // however fast its sources change; a full queue observer makes the delivering
+    // thread wait for room once its delivery frame ends.
+    commitState(token, value, inPass: false)
+  }
+
+  /// The pairs of positions (in the target's roots, in the outer source's roots) of the
+  /// roots that both read: a target state is consistent with the choice of its target
+  /// only if it read none of them at a later version than the choice did.
+  @inlinable static func sharedRoots(_ target: [any Root], _ outer: [ObjectIdentifier]) -> [(Int, Int)] {
+    var shared: [(Int, Int)] = []
+    for (position, root) in target.enumerated() {
+      if let other = outer.firstIndex(of: root.identity) { shared.append((position, other)) }
+    }
+    return shared
+  }
+
+  /// Whether the target state at `versions` read each root of `shared` at no later
+  /// version than the choice of the target did (``LinkState/chosenAt``): if it did, the
+  /// outer source committed since, and its delivery, still to come, decides whether the
+  /// target stays (then it publishes the target's state again) or another one follows.
+  @inlinable func agreesWithChoice(_ versions: Versions, shared: [(Int, Int)]) -> Bool {
+    links.withLock { state in
+      guard let chosen = state.chosenAt else { return true }
+      return !shared.contains { versions.version(at: $0.0) > chosen.version(at: $0.1) }
+    }
   }
 
   /// Subscribes the node to `source`, starting with its current state: `receive` gets
@@ -130,6 +152,7 @@ extension DerivedProperty {
   @inlinable func follow<Inner>(
     _ target: ReadOnlyProperty<Inner>?,
     chosenAt outer: Versions,
+    outerRoots: [ObjectIdentifier],
     missing: Value?,
     wrap: @escaping @Sendable (Inner) -> Value
   ) {
@@ -146,7 +169,12 @@ extension DerivedProperty {
       state.isSwitched = true
       return previous
     }
-    guard let previous else { return }
+    guard let previous else {
+      // The same target, chosen again: if it reads a root of the outer source, its
+      // updates of this commit may have been held back until now (agreesWithChoice).
+      if let target { republish(target, outerRoots: outerRoots, wrap: wrap) }
+      return
+    }
     let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
     // Detach first, so that the old target's observerCount has dropped before the new
     // target's value is delivered.
@@ -167,9 +195,26 @@ extension DerivedProperty {
         state.chosenAt = outer
       }
     }
+    let shared = Self.sharedRoots(target.roots, outerRoots)
     link(to: target, roots: target.roots, keep: keep) { node, value, versions in
+      if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared) { return }
       node.publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
     }
+  }
+
+  /// Publishes the current state of `target`, chosen again by a commit of the outer
+  /// source, if the target reads a root of the outer source and its state agrees with
+  /// that choice. Called only from the outer source's handler.
+  @inlinable func republish<Inner>(
+    _ target: ReadOnlyProperty<Inner>, outerRoots: [ObjectIdentifier], wrap: (Inner) -> Value
+  ) {
+    let roots = target.roots
+    let shared = Self.sharedRoots(roots, outerRoots)
+    guard !shared.isEmpty else { return }
+    let current = links.withLock { $0.targetGeneration }
+    let (value, versions) = target.pinned(roots: roots, as: Self.followReader)
+    guard agreesWithChoice(versions, shared: shared) else { return }
+    publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }
 
   /// Commits the current state of the target that a following node follows, the one

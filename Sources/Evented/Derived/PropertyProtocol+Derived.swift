@@ -302,10 +302,11 @@ extension PropertyProtocol {
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     let roots = outer.roots
+    let outerRoots = roots.map(\.identity)
     node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, wrap: wrap) }
     let keep = { (entry: SubscriptionCore) in node.links.withLock { $0.sources.append(entry) } }
     node.link(to: outer, roots: roots, keep: keep) { node, value, versions in
-      node.follow(select(value), chosenAt: versions, missing: missing, wrap: wrap)
+      node.follow(select(value), chosenAt: versions, outerRoots: outerRoots, missing: missing, wrap: wrap)
     }
     return ReadOnlyProperty(derived: node)
   }

@@ -78,6 +78,29 @@ import Testing
     subscription.cancel()
   }
 
+  /// A `flatMapLatest` whose targets are maps of its own outer source: a commit of the
+  /// outer source reaches the target it moves away from too, which may deliver that
+  /// commit's state before the switch (when it follows the source ahead of the
+  /// `flatMapLatest`): the old target at the new value is a state that never existed.
+  @Test(arguments: [true, false])
+  func glitchFreeAFlatMapLatestOverMapsOfItsOwnOuterSourceDeliversOneStatePerCommit(targetFollowsFirst: Bool) {
+    let outer = Property(2)
+    let evens = outer.map { "even \($0)" }
+    let odds = outer.map { "odd \($0)" }
+    // Observed elsewhere first, `evens` follows `outer` ahead of the flatMapLatest.
+    let elsewhere = targetFollowsFirst ? evens.observe { _ in } : nil
+    let followed = outer.flatMapLatest { $0 % 2 == 0 ? evens : odds }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    outer.value = 3
+    outer.value = 4
+    outer.value = 6  // the same target chosen again
+    #expect(followed.value == "even 6")
+    #expect(seen.values == ["even 2", "odd 3", "even 4", "even 6"])
+    observer.cancel()
+    elsewhere?.cancel()
+  }
+
   @Test func onceperCommitEveryPathFromOneRootDeliversEachWriteOnce() {
     let a = Property(0)
     let chain = a.map { $0 + 1 }.map { $0 + 1 }.map { $0 + 1 }
@@ -221,6 +244,51 @@ import Testing
     #expect(values.last == 10_000)
     #expect(values.count <= 3)
     #expect(values == values.sorted())
+  }
+
+  /// Two threads write the outer source and the targets of a `flatMapLatest` as fast as
+  /// they can, while its observer is slow: its waiting states merge, as a computed
+  /// value's do (the `combineLatest` beside it), so it holds no backlog of them; and a
+  /// thread that then subscribes to it again and again is never kept delivering one.
+  @Test(arguments: ["switching targets", "one target", "combineLatest"])
+  func boundedAFlatMapLatestMergesItsWaitingStatesAndItsSubscribersReturn(_ kind: String) {
+    let a = Property(0)
+    let b = Property(0)
+    let plain = a.readOnly
+    let shifted = a.map { $0 + 1 }
+    let followed =
+      switch kind {
+      case "one target": b.flatMapLatest { _ in plain }
+      case "combineLatest": a.combineLatest(b).map { $0 + $1 }
+      default: b.flatMapLatest { $0 % 2 == 0 ? plain : shifted }
+      }
+    let node = followed.derived!
+    let peak = Atomic<Int>(0)
+    let slow = followed.observe { _ in
+      peak.max(node.hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
+      work(microseconds: 50)
+    }
+    let stop = Atomic<Bool>(false)
+    let writers = [a, b].map { source in
+      Spawned { while !stop.load(ordering: .acquiring) { source.modify { $0 += 1 } } }
+    }
+    let deadline = ContinuousClock.now + generousTimeout
+    while a.value < 300 || b.value < 300, ContinuousClock.now < deadline { yieldProcessor() }
+    // Without subscriptions arriving, at most the newest state waits (one more each
+    // new subscription may add: see DerivedValues.md, "Bounded").
+    let waited = peak.load(ordering: .relaxed)
+    guard waited <= 4, ContinuousClock.now < deadline else {
+      stop.store(true, ordering: .releasing)
+      Issue.record("\(waited) states waited for a slow observer; \(a.value) and \(b.value) writes")
+      return
+    }
+    let subscriber = Spawned {
+      for _ in 0..<1_500 { followed.observe { _ in }.cancel() }
+    }
+    #expect(subscriber.join(), "a subscriber was kept delivering")
+    stop.store(true, ordering: .releasing)
+    for writer in writers { #expect(writer.join()) }
+    slow.cancel()
   }
 
   @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() throws {
