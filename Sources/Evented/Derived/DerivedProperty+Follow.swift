@@ -146,7 +146,7 @@ extension DerivedProperty {
   /// Follows `target` from now on (`flatMapLatest`): detaches from the previous target,
   /// then attaches to this one and commits its current value, transformed by `wrap`.
   /// A nil target commits `missing`. `outer` are the versions of the outer source's
-  /// roots at which `target` was chosen.
+  /// roots at which `target` was chosen, `outerRoots` the identities of those roots.
   ///
   /// Called only from the outer source's handler, so never concurrently with itself.
   @inlinable func follow<Inner>(
@@ -166,13 +166,14 @@ extension DerivedProperty {
       state.inner = nil
       state.target = nil
       state.targetID = nil
+      state.sharedRoots = []
       state.isSwitched = true
       return previous
     }
     guard let previous else {
       // The same target, chosen again: if it reads a root of the outer source, its
       // updates of this commit may have been held back until now (agreesWithChoice).
-      if let target { republish(target, outerRoots: outerRoots, wrap: wrap) }
+      if let target { republish(target, wrap: wrap) }
       return
     }
     let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
@@ -186,6 +187,8 @@ extension DerivedProperty {
       }
       return
     }
+    let roots = target.roots
+    let shared = Self.sharedRoots(roots, outerRoots)
     let keep = { (entry: SubscriptionCore) in
       self.links.withLock { state in
         state.inner = entry
@@ -193,10 +196,10 @@ extension DerivedProperty {
         state.targetID = id
         state.targetGeneration = current
         state.chosenAt = outer
+        state.sharedRoots = shared
       }
     }
-    let shared = Self.sharedRoots(target.roots, outerRoots)
-    link(to: target, roots: target.roots, keep: keep) { node, value, versions in
+    link(to: target, roots: roots, keep: keep) { node, value, versions in
       if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared) { return }
       node.publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
     }
@@ -205,14 +208,10 @@ extension DerivedProperty {
   /// Publishes the current state of `target`, chosen again by a commit of the outer
   /// source, if the target reads a root of the outer source and its state agrees with
   /// that choice. Called only from the outer source's handler.
-  @inlinable func republish<Inner>(
-    _ target: ReadOnlyProperty<Inner>, outerRoots: [ObjectIdentifier], wrap: (Inner) -> Value
-  ) {
-    let roots = target.roots
-    let shared = Self.sharedRoots(roots, outerRoots)
+  @inlinable func republish<Inner>(_ target: ReadOnlyProperty<Inner>, wrap: (Inner) -> Value) {
+    let (shared, current) = links.withLock { ($0.sharedRoots, $0.targetGeneration) }
     guard !shared.isEmpty else { return }
-    let current = links.withLock { $0.targetGeneration }
-    let (value, versions) = target.pinned(roots: roots, as: Self.followReader)
+    let (value, versions) = target.pinned(roots: target.roots, as: Self.followReader)
     guard agreesWithChoice(versions, shared: shared) else { return }
     publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }

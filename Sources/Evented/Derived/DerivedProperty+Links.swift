@@ -38,6 +38,9 @@ struct LinkState: Sendable {
   @usableFromInline var chosenAt: Versions?
   /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
   @usableFromInline var targetID: ObjectIdentifier?
+  /// `flatMapLatest` only: the roots that `target` and the outer source both read, as
+  /// pairs of positions in their roots (``DerivedProperty/sharedRoots(_:_:)``).
+  @usableFromInline var sharedRoots: [(Int, Int)] = []
   /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.
   @usableFromInline var isSwitched = false
 
