@@ -69,11 +69,13 @@ extension DerivedProperty {
     } else if !followed!.take(state) {
       return token.unlock()
     }
-    // As a computed node's commit: merged into the newest waiting update while another
-    // thread delivers the earlier ones, so that the node holds O(1) undelivered states
-    // however fast its sources change; a full queue observer makes the delivering
-    // thread wait for room once its delivery frame ends.
-    commitState(token, value, inPass: false)
+    // As a computed node's commit (`commitState`): a full queue observer makes the
+    // delivering thread wait for room once its delivery frame ends. Not merged into a
+    // waiting update, as a computed node's is: values built on this one count its
+    // deliveries as its versions (a source read from its hub), one per commit.
+    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
+    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
+    if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 
   /// The pairs of positions (in the target's roots, in the outer source's roots) of the
@@ -91,6 +93,8 @@ extension DerivedProperty {
   /// version than the choice of the target did (``LinkState/chosenAt``): if it did, the
   /// outer source committed since, and its delivery, still to come, decides whether the
   /// target stays (then it publishes the target's state again) or another one follows.
+  /// Only for an outer source that is a property: its link receives every commit of
+  /// its one root (a derived outer source skips a commit that leaves it equal).
   @inlinable func agreesWithChoice(_ versions: Versions, shared: [(Int, Int)]) -> Bool {
     links.withLock { state in
       guard let chosen = state.chosenAt else { return true }

@@ -302,7 +302,10 @@ extension PropertyProtocol {
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     let roots = outer.roots
-    let outerRoots = roots.map(\.identity)
+    // A property's link receives every commit of its root, so a target's update of a
+    // commit it shares waits for that commit's choice (DerivedProperty+Follow.swift);
+    // a derived outer source skips the commits that leave it equal, so none waits.
+    let outerRoots = outer.derived == nil ? roots.map(\.identity) : []
     node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, wrap: wrap) }
     let keep = { (entry: SubscriptionCore) in node.links.withLock { $0.sources.append(entry) } }
     node.link(to: outer, roots: roots, keep: keep) { node, value, versions in

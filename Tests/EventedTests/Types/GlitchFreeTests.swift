@@ -101,6 +101,35 @@ import Testing
     elsewhere?.cancel()
   }
 
+  /// A `flatMapLatest` whose outer source is an `Equatable` value derived from the
+  /// target's own root: a write that leaves the outer value equal is not delivered to
+  /// the `flatMapLatest` as a choice, and the target's update of it still is.
+  @Test func orderedAFlatMapLatestOverAnEquatableValueOfItsTargetsRootDeliversEachTargetState() {
+    let a = Property(1)
+    let positive = a.map { $0 > 0 }
+    let followed = positive.flatMapLatest { $0 ? a.readOnly : ReadOnlyProperty(constant: 0) }
+    let seen = Recorder<Int>()
+    let observer = followed.observe { seen.append($0) }
+    a.value = 2
+    a.value = 3
+    #expect(followed.value == 3)
+    #expect(seen.values == [1, 2, 3])
+    observer.cancel()
+    let b = Property(2)
+    let isEven = b.map { $0 % 2 == 0 }
+    let evens = b.map { "even \($0)" }
+    let odds = b.map { "odd \($0)" }
+    let parity = isEven.flatMapLatest { $0 ? evens : odds }
+    let named = Recorder<String>()
+    let other = parity.observe { named.append($0) }
+    b.value = 4
+    b.value = 5
+    b.value = 7
+    #expect(parity.value == "odd 7")
+    #expect(named.values.last == "odd 7", "\(named.values)")
+    other.cancel()
+  }
+
   @Test func onceperCommitEveryPathFromOneRootDeliversEachWriteOnce() {
     let a = Property(0)
     let chain = a.map { $0 + 1 }.map { $0 + 1 }.map { $0 + 1 }
@@ -246,49 +275,32 @@ import Testing
     #expect(values == values.sorted())
   }
 
-  /// Two threads write the outer source and the targets of a `flatMapLatest` as fast as
-  /// they can, while its observer is slow: its waiting states merge, as a computed
-  /// value's do (the `combineLatest` beside it), so it holds no backlog of them; and a
-  /// thread that then subscribes to it again and again is never kept delivering one.
-  @Test(arguments: ["switching targets", "one target", "combineLatest"])
-  func boundedAFlatMapLatestMergesItsWaitingStatesAndItsSubscribersReturn(_ kind: String) {
-    let a = Property(0)
-    let b = Property(0)
-    let plain = a.readOnly
-    let shifted = a.map { $0 + 1 }
-    let followed =
-      switch kind {
-      case "one target": b.flatMapLatest { _ in plain }
-      case "combineLatest": a.combineLatest(b).map { $0 + $1 }
-      default: b.flatMapLatest { $0 % 2 == 0 ? plain : shifted }
-      }
-    let node = followed.derived!
-    let peak = Atomic<Int>(0)
-    let slow = followed.observe { _ in
-      peak.max(node.hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
-      work(microseconds: 50)
-    }
-    let stop = Atomic<Bool>(false)
-    let writers = [a, b].map { source in
-      Spawned { while !stop.load(ordering: .acquiring) { source.modify { $0 += 1 } } }
-    }
-    let deadline = ContinuousClock.now + generousTimeout
-    while a.value < 300 || b.value < 300, ContinuousClock.now < deadline { yieldProcessor() }
-    // Without subscriptions arriving, at most the newest state waits (one more each
-    // new subscription may add: see DerivedValues.md, "Bounded").
-    let waited = peak.load(ordering: .relaxed)
-    guard waited <= 4, ContinuousClock.now < deadline else {
-      stop.store(true, ordering: .releasing)
-      Issue.record("\(waited) states waited for a slow observer; \(a.value) and \(b.value) writes")
-      return
-    }
-    let subscriber = Spawned {
-      for _ in 0..<1_500 { followed.observe { _ in }.cancel() }
-    }
-    #expect(subscriber.join(), "a subscriber was kept delivering")
-    stop.store(true, ordering: .releasing)
-    for writer in writers { #expect(writer.join()) }
-    slow.cancel()
+  /// A value built on a `flatMapLatest` (here a `map` of it) counts its deliveries as
+  /// its states, one per commit, also when they wait behind a slow observer: it never
+  /// delivers a state older than one it delivered, and ends on its value.
+  @Test func orderedAValueBuiltOnAFlatMapLatestWhoseDeliveriesWaitedEndsOnItsValue() throws {
+    let pick = Property(0)
+    let p = Property(0)
+    let followed = pick.flatMapLatest { _ in p.readOnly }
+    let mapped = followed.map { $0 }
+    let seen = Recorder<Int>()
+    let observer = mapped.observe { seen.append($0) }
+    let held = try #require(
+      receivedBehindAHeldReplay(of: followed) {
+        p.value = 1
+        p.value = 2
+        p.value = 3
+      })
+    #expect(held.last == 3)
+    #expect(mapped.value == 3)
+    let second = mapped.observe { _ in }
+    p.value = 4
+    p.value = 5
+    #expect(mapped.value == 5)
+    #expect(seen.values.last == 5, "\(seen.values)")
+    #expect(seen.values == seen.values.sorted(), "\(seen.values)")
+    observer.cancel()
+    second.cancel()
   }
 
   @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() throws {
