@@ -69,13 +69,12 @@ extension DerivedProperty {
     } else if !followed!.take(state) {
       return token.unlock()
     }
-    // As a computed node's commit (`commitState`): a full queue observer makes the
-    // delivering thread wait for room once its delivery frame ends. Not merged into a
-    // waiting update, as a computed node's is: values built on this one count its
-    // deliveries as its versions (a source read from its hub), one per commit.
-    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
-    if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-    if owesRoom { DeliveringThread.owe(hub.storage) }
+    // As a computed node's commit: merged into the newest waiting update while another
+    // thread delivers the earlier ones, so that the node holds O(1) undelivered states
+    // however fast its sources change (values built on this one read its version with
+    // its value, never count its updates); a full queue observer makes the delivering
+    // thread wait for room once its delivery frame ends.
+    commitState(token, value, inPass: false)
   }
 
   /// The pairs of positions (in the target's roots, in the outer source's roots) of the
@@ -106,10 +105,10 @@ extension DerivedProperty {
   /// each state with the versions of `roots` (the source's ``ReadOnlyProperty/roots``,
   /// made once) it is at. `keep` records the subscription before it is made.
   ///
-  /// A source read from its hub (a property, a `flatMapLatest`: its one root is its hub)
-  /// delivers every commit, each with its version, counted from the replay's. A
-  /// computed source's link reads the latest state through its roots instead: its own
-  /// states coalesce when its deliveries back up, so its commits cannot be counted.
+  /// A property delivers every commit, each with its version, counted from the
+  /// replay's. A derived source's link reads the latest state through its roots
+  /// instead (a `flatMapLatest`'s one root is its hub): its own states merge when its
+  /// deliveries back up, so its commits cannot be counted.
   ///
   /// `receive` runs for every update of `source`, one at a time, in commit order, on
   /// the thread that delivers for `source`, with no lock held.
@@ -118,7 +117,7 @@ extension DerivedProperty {
     _ receive: @escaping @Sendable (DerivedProperty<Value>, Source, Versions) -> Void
   ) {
     let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    if source.computedNode != nil {
+    if source.derived != nil {
       let entry = FollowerEntry<Update<Source>>(node: self) { owner, _ in
         withExtendedLifetime(lazyToken) {
           let (value, versions) = source.pinned(roots: roots, as: Self.followReader)

@@ -222,7 +222,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   }
 
   /// The roots a node built on this one reads: a computed node's, or this node's hub.
-  @usableFromInline var rootsSeenFromAbove: [any Root] { body == nil ? [HubRoot(property: hub)] : roots }
+  @usableFromInline var rootsSeenFromAbove: [any Root] {
+    body == nil ? [HubRoot(property: hub, countsCommits: false)] : roots
+  }
 
   /// Commits the memo's value if it was computed from the commit with `version` of the
   /// one root (``commitDirect(_:version:)``): a value built on this one computed it

@@ -125,16 +125,24 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
 extension HubRoot where Message == Update<Stored> {
   /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
   @inlinable func subscribe(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void, counting: Bool
   ) -> SubscriptionCore {
     // Every commit after the subscription bumps the version by one and reaches this
-    // subscription, in commit order: counting them gives each one's version.
+    // subscription, in commit order: counting them gives each one's version. A hub
+    // whose waiting updates merge (a `flatMapLatest`'s) delivers one update for
+    // several commits: its version and value are read together instead.
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
     let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, update in
-      let committed = version.add(1, ordering: .relaxed).newValue
       // A commit of a transaction is never a state of its own (Transaction.swift).
       let isPartial = transactionsBegun.load(ordering: .relaxed) && update.isTransactional
+      guard counting else {
+        let (committed, value) = pinning(hub, .calling)
+        return Snapshot.ofCommit(of: self, version: committed, value: value, isPartial: isPartial) {
+          refresh(owner, $0)
+        }
+      }
+      let committed = version.add(1, ordering: .relaxed).newValue
       Snapshot.ofCommit(of: self, version: committed, value: update.new, isPartial: isPartial) { refresh(owner, $0) }
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
@@ -235,8 +243,12 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 }
 
 extension HubRoot where Message == Update<Stored> {
-  /// The root of a property's hub.
-  @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
-    self.init(hub, notifying: { root, node, refresh in root.subscribe(node, refresh) }, lazy: lazy)
+  /// The root of a property's hub; `countsCommits` unless its waiting updates merge
+  /// (a `flatMapLatest`'s hub), so that one update may stand for several commits.
+  @inlinable convenience init(
+    property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil, countsCommits: Bool = true
+  ) {
+    self.init(
+      hub, notifying: { root, node, refresh in root.subscribe(node, refresh, counting: countsCommits) }, lazy: lazy)
   }
 }

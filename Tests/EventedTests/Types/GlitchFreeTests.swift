@@ -303,6 +303,51 @@ import Testing
     second.cancel()
   }
 
+  /// Two threads write the outer source and the targets of a `flatMapLatest` as fast as
+  /// they can, while its observer is slow: its waiting states merge, as a computed
+  /// value's do (the `combineLatest` beside it), so it holds no backlog of them; and a
+  /// thread that then subscribes to it again and again is never kept delivering one.
+  @Test(arguments: ["switching targets", "one target", "combineLatest"])
+  func boundedAFlatMapLatestMergesItsWaitingStatesAndItsSubscribersReturn(_ kind: String) {
+    let a = Property(0)
+    let b = Property(0)
+    let plain = a.readOnly
+    let shifted = a.map { $0 + 1 }
+    let followed =
+      switch kind {
+      case "one target": b.flatMapLatest { _ in plain }
+      case "combineLatest": a.combineLatest(b).map { $0 + $1 }
+      default: b.flatMapLatest { $0 % 2 == 0 ? plain : shifted }
+      }
+    let node = followed.derived!
+    let peak = Atomic<Int>(0)
+    let slow = followed.observe { _ in
+      peak.max(node.hub.storage.withLock { $0.queue.backlog }, ordering: .relaxed)
+      work(microseconds: 50)
+    }
+    let stop = Atomic<Bool>(false)
+    let writers = [a, b].map { source in
+      Spawned { while !stop.load(ordering: .acquiring) { source.modify { $0 += 1 } } }
+    }
+    let deadline = ContinuousClock.now + generousTimeout
+    while a.value < 300 || b.value < 300, ContinuousClock.now < deadline { yieldProcessor() }
+    // Without subscriptions arriving, at most the newest state waits (one more each
+    // new subscription may add: see DerivedValues.md, "Bounded").
+    let waited = peak.load(ordering: .relaxed)
+    guard waited <= 4, ContinuousClock.now < deadline else {
+      stop.store(true, ordering: .releasing)
+      Issue.record("\(waited) states waited for a slow observer; \(a.value) and \(b.value) writes")
+      return
+    }
+    let subscriber = Spawned {
+      for _ in 0..<1_500 { followed.observe { _ in }.cancel() }
+    }
+    #expect(subscriber.join(), "a subscriber was kept delivering")
+    stop.store(true, ordering: .releasing)
+    for writer in writers { #expect(writer.join()) }
+    slow.cancel()
+  }
+
   @Test func boundedCoalescedStatesOfAnEquatableValueNeverRepeatAValue() throws {
     let p = Property(0)
     // Waiting behind the held replay: 0 -> 1, then coalesced to 0 -> 2; back to 0 must
