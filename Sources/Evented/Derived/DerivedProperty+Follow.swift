@@ -236,15 +236,21 @@ extension DerivedProperty {
       return (target, state.targetGeneration, chosenAt)
     }
     guard let (target, current, chosenAt) = followed else { return }
-    let reader = Self.followReader
-    // A following source is read from its hub: bring that up to date first.
+    // A following source is read from its hub: bring those up to date first.
     outer.derived?.catchingUp?(outer.derived.unsafelyUnwrapped)
-    let (outerValue, outerVersions) = outer.pinned(roots: outerRoots, as: reader)
-    if outerVersions != chosenAt {
-      guard let picked = select(outerValue), picked.hub.storage === target.hub.storage else { return }
-    }
     target.derived?.catchingUp?(target.derived.unsafelyUnwrapped)
-    let (value, versions) = target.pinned(roots: target.roots, as: reader)
+    // The outer source and the target in one consistent snapshot: the target's state is
+    // one at which the outer source still picks it (they may share roots).
+    let targetRoots = target.roots
+    let (found, _) = Snapshot.consistent(of: outerRoots, as: Self.followReader) { snapshot -> (Inner, Versions)? in
+      let outerValue = outer.evaluate(in: snapshot)
+      if snapshot.versions(of: outerRoots) != chosenAt {
+        guard let picked = select(outerValue), picked.hub.storage === target.hub.storage else { return nil }
+      }
+      let value = target.evaluate(in: snapshot)
+      return (value, snapshot.versions(of: targetRoots))
+    }
+    guard let (value, versions) = found else { return }
     publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }
 }

@@ -289,8 +289,24 @@ extension PropertyProtocol {
     isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let outer = readOnly
+    let roots = outer.roots
     let compute: @Sendable () -> T = {
-      if let target = select(outer.value) { return wrap(target.value) }
+      let picked: T?
+      if outer.derived != nil, outer.computedNode == nil {
+        // A following outer source is read by its own value (its hub may lag behind it).
+        picked = select(outer.value).map { wrap($0.value) }
+      } else {
+        // The outer source and the target in one consistent snapshot, so that the target
+        // is the one the outer value picks at that instant (they may share roots). A
+        // following target is read by its own value.
+        picked =
+          Snapshot.consistent(of: roots) { snapshot -> T? in
+            guard let target = select(outer.evaluate(in: snapshot)) else { return nil }
+            if target.derived != nil, target.computedNode == nil { return wrap(target.value) }
+            return wrap(target.evaluate(in: snapshot))
+          }.0
+      }
+      if let picked { return picked }
       guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
       return missing
     }
@@ -301,7 +317,6 @@ extension PropertyProtocol {
       ? outsiderValue(of: outer, select: select, wrap: wrap, missing: missing) : compute()
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
-    let roots = outer.roots
     // A property's link receives every commit of its root, so a target's update of a
     // commit it shares waits for that commit's choice (DerivedProperty+Follow.swift);
     // a derived outer source skips the commits that leave it equal, so none waits.

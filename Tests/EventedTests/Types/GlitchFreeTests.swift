@@ -130,6 +130,41 @@ import Testing
     other.cancel()
   }
 
+  /// A `flatMapLatest` whose targets are maps of its own outer source, while one thread
+  /// writes the source: a read of its `value`, and the first value an arriving observer
+  /// receives, pair the outer value with the target it picks (its transform takes a
+  /// little time, which widens the window between the two reads).
+  @Test(arguments: [true, false])
+  func alwaysCurrentAFlatMapLatestWhoseTargetsReadItsOuterSourceIsNeverReadOrReplayedTorn(subscribing: Bool) {
+    let a = Property(0)
+    let evens = a.map { "even \($0)" }
+    let odds = a.map { "odd \($0)" }
+    let followed = a.flatMapLatest { value -> ReadOnlyProperty<String> in
+      work(microseconds: 20)
+      return value % 2 == 0 ? evens : odds
+    }
+    let elsewhere = evens.observe { _ in }
+    let torn = Recorder<String>()
+    @Sendable func check(_ text: String) {
+      let parts = text.split(separator: " ")
+      if (parts[0] == "even") != (Int(parts[1])! % 2 == 0) { torn.append(text) }
+    }
+    let observer = followed.observe { check($0) }
+    let stop = Atomic<Bool>(false)
+    let writer = Spawned { while !stop.load(ordering: .acquiring) { a.modify { $0 += 1 } } }
+    let reader = Spawned {
+      for _ in 0..<2_000 {
+        if subscribing { followed.observe { check($0) }.cancel() } else { check(followed.value) }
+      }
+    }
+    #expect(reader.join())
+    stop.store(true, ordering: .releasing)
+    #expect(writer.join())
+    #expect(torn.values.isEmpty, "\(torn.count) torn, first \(torn.values.prefix(3))")
+    observer.cancel()
+    elsewhere.cancel()
+  }
+
   @Test func onceperCommitEveryPathFromOneRootDeliversEachWriteOnce() {
     let a = Property(0)
     let chain = a.map { $0 + 1 }.map { $0 + 1 }.map { $0 + 1 }
