@@ -92,8 +92,9 @@ extension DerivedProperty {
   /// version than the choice of the target did (``LinkState/chosenAt``): if it did, the
   /// outer source committed since, and its delivery, still to come, decides whether the
   /// target stays (then it publishes the target's state again) or another one follows.
-  /// Only for an outer source that is a property: its link receives every commit of
-  /// its one root (a derived outer source skips a commit that leaves it equal).
+  /// A property outer source's link receives every commit of its one root; a computed
+  /// outer source skips a commit that leaves it equal, so an update it holds back is
+  /// checked again at once (``recheckHeld(generation:roots:recheck:wrap:)``).
   @inlinable func agreesWithChoice(_ versions: Versions, shared: [(Int, Int)]) -> Bool {
     links.withLock { state in
       guard let chosen = state.chosenAt else { return true }
@@ -150,19 +151,26 @@ extension DerivedProperty {
   /// then attaches to this one and commits its current value, transformed by `wrap`.
   /// A nil target commits `missing`. `outer` are the versions of the outer source's
   /// roots at which `target` was chosen, `outerRoots` the identities of those roots.
+  /// `recheck`, given for a computed outer source, reads a target's state in one
+  /// snapshot with the outer source if the outer source still makes the same choice
+  /// there (``pinned(_:roots:chosenAt:pickedBy:roots:picks:)``); `chosenValue` is the
+  /// outer value that chose `target`, kept for it when the outer value is `Equatable`.
   ///
   /// Called only from the outer source's handler, so never concurrently with itself.
   @inlinable func follow<Inner>(
     _ target: ReadOnlyProperty<Inner>?,
     chosenAt outer: Versions,
+    chosenValue: (any Sendable)?,
     outerRoots: [ObjectIdentifier],
     missing: Value?,
+    recheck: Recheck<Inner>?,
     wrap: @escaping @Sendable (Inner) -> Value
   ) {
     let id = target.map { ObjectIdentifier($0.hub.storage) }
     let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
       if state.isSwitched, state.targetID == id {
         state.chosenAt = outer
+        state.chosenValue = chosenValue
         return nil
       }
       let previous = (state.inner, state.target)
@@ -199,13 +207,47 @@ extension DerivedProperty {
         state.targetID = id
         state.targetGeneration = current
         state.chosenAt = outer
+        state.chosenValue = chosenValue
         state.sharedRoots = shared
       }
     }
     link(to: target, roots: roots, keep: keep) { node, value, versions in
-      if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared) { return }
+      if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared) {
+        // A property outer source delivers this commit too, and its delivery decides
+        // (`republish`). A computed one skips it if its value stays equal: read the
+        // outer source and the target together now instead.
+        guard let recheck else { return }
+        return node.recheckHeld(generation: current, roots: roots, recheck: recheck, wrap: wrap)
+      }
       node.publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
     }
+  }
+
+  /// A computed outer source's check of a held-back target update: the target's value
+  /// and the versions of its roots (given), read in one snapshot with the outer source,
+  /// if the outer source makes the same choice there as at the versions given (its
+  /// value then, if kept); nil if it does not.
+  @usableFromInline typealias Recheck<Inner> =
+    @Sendable (ReadOnlyProperty<Inner>, [any Root], Versions, (any Sendable)?) -> (Inner, Versions)?
+
+  /// For a target's update held back by ``agreesWithChoice(_:shared:)`` under a computed
+  /// outer source: publishes the target's state read in one snapshot with the outer
+  /// source, if the outer source still makes the choice of switch `current` there. If
+  /// not, the outer value differs from the one its link read last, so the link has a
+  /// delivery still to come, which switches or publishes the target again.
+  @inlinable func recheckHeld<Inner>(
+    generation current: UInt, roots: [any Root], recheck: Recheck<Inner>, wrap: (Inner) -> Value
+  ) {
+    let held = links.withLock { state -> (ReadOnlyProperty<Inner>, Versions, (any Sendable)?)? in
+      guard state.targetGeneration == current, let target = state.target as? ReadOnlyProperty<Inner>,
+        let chosenAt = state.chosenAt
+      else { return nil }
+      return (target, chosenAt, state.chosenValue)
+    }
+    guard let (target, chosenAt, chosenValue) = held,
+      let (value, versions) = recheck(target, roots, chosenAt, chosenValue)
+    else { return }
+    publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }
 
   /// Publishes the current state of `target`, chosen again by a commit of the outer
@@ -239,18 +281,27 @@ extension DerivedProperty {
     // A following source is read from its hub: bring those up to date first.
     outer.derived?.catchingUp?(outer.derived.unsafelyUnwrapped)
     target.derived?.catchingUp?(target.derived.unsafelyUnwrapped)
-    // The outer source and the target in one consistent snapshot: the target's state is
-    // one at which the outer source still picks it (they may share roots).
-    let targetRoots = target.roots
-    let (found, _) = Snapshot.consistent(of: outerRoots, as: Self.followReader) { snapshot -> (Inner, Versions)? in
-      let outerValue = outer.evaluate(in: snapshot)
-      if snapshot.versions(of: outerRoots) != chosenAt {
-        guard let picked = select(outerValue), picked.hub.storage === target.hub.storage else { return nil }
-      }
-      let value = target.evaluate(in: snapshot)
-      return (value, snapshot.versions(of: targetRoots))
+    let found = Self.pinned(target, roots: target.roots, chosenAt: chosenAt, pickedBy: outer, roots: outerRoots) {
+      select($0)?.hub.storage === target.hub.storage
     }
     guard let (value, versions) = found else { return }
     publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
+  }
+
+  /// The value of `target` and the versions of its roots `targetRoots`, read in one
+  /// consistent snapshot with the outer source (they may share roots), if the outer
+  /// source still picks `target` there: unchanged since `chosenAt` (the versions of its
+  /// roots `outerRoots` at which it chose `target`), or its value there `picks` it.
+  @inlinable static func pinned<Outer, Inner>(
+    _ target: ReadOnlyProperty<Inner>, roots targetRoots: [any Root], chosenAt: Versions,
+    pickedBy outer: ReadOnlyProperty<Outer>, roots outerRoots: [any Root],
+    picks: (Outer) -> Bool
+  ) -> (Inner, Versions)? {
+    Snapshot.consistent(of: outerRoots, as: followReader) { snapshot -> (Inner, Versions)? in
+      let outerValue = outer.evaluate(in: snapshot)
+      if snapshot.versions(of: outerRoots) != chosenAt, !picks(outerValue) { return nil }
+      let value = target.evaluate(in: snapshot)
+      return (value, snapshot.versions(of: targetRoots))
+    }.0
   }
 }

@@ -36,6 +36,9 @@ struct LinkState: Sendable {
   /// `flatMapLatest` only: the versions of the outer source's roots at which `target`
   /// was chosen, or found chosen again; nil before the first choice.
   @usableFromInline var chosenAt: Versions?
+  /// `flatMapLatest` only, with a computed `Equatable` outer source: its value at
+  /// `chosenAt`, which an equal value chooses again (DerivedProperty+Follow.swift).
+  @usableFromInline var chosenValue: (any Sendable)?
   /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
   @usableFromInline var targetID: ObjectIdentifier?
   /// `flatMapLatest` only: the roots that `target` and the outer source both read, as

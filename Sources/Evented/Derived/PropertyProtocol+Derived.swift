@@ -318,13 +318,29 @@ extension PropertyProtocol {
     let node = DerivedProperty(
       initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
     // A property's link receives every commit of its root, so a target's update of a
-    // commit it shares waits for that commit's choice (DerivedProperty+Follow.swift);
-    // a derived outer source skips the commits that leave it equal, so none waits.
-    let outerRoots = outer.derived == nil ? roots.map(\.identity) : []
+    // commit it shares waits for that commit's choice (DerivedProperty+Follow.swift).
+    // A computed outer source skips the commits that leave it equal: such an update
+    // reads the outer source again instead (`recheck`), and is published if the outer
+    // value there still picks the target, or equals the one that chose it. A following
+    // outer source reads its own hub, which no target shares.
+    let outerRoots = outer.derived == nil || outer.computedNode != nil ? roots.map(\.identity) : []
+    let outerEquals = outer.derived?.isDuplicate
+    let recheck: DerivedProperty<T>.Recheck<Inner>? =
+      outer.computedNode == nil
+      ? nil
+      : { @Sendable target, targetRoots, chosenAt, chosenValue in
+        DerivedProperty<T>.pinned(target, roots: targetRoots, chosenAt: chosenAt, pickedBy: outer, roots: roots) {
+          if let outerEquals, let chosen = chosenValue as? Value, outerEquals(chosen, $0) { return true }
+          return select($0)?.hub.storage === target.hub.storage
+        }
+      }
+    let keepsValue = recheck != nil && outerEquals != nil
     node.catchingUp = { node in node.catchUp(outer: outer, roots: roots, select: select, wrap: wrap) }
     let keep = { (entry: SubscriptionCore) in node.links.withLock { $0.sources.append(entry) } }
     node.link(to: outer, roots: roots, keep: keep) { node, value, versions in
-      node.follow(select(value), chosenAt: versions, outerRoots: outerRoots, missing: missing, wrap: wrap)
+      node.follow(
+        select(value), chosenAt: versions, chosenValue: keepsValue ? value : nil, outerRoots: outerRoots,
+        missing: missing, recheck: recheck, wrap: wrap)
     }
     return ReadOnlyProperty(derived: node)
   }

@@ -101,6 +101,86 @@ import Testing
     elsewhere?.cancel()
   }
 
+  /// As above, with an outer source derived from the targets' root: a write that leaves
+  /// the outer value equal is never delivered to the `flatMapLatest` as a choice, so a
+  /// target's update of it cannot wait for one, and a write that moves the choice away
+  /// still must not reach the old target's observers.
+  @Test(arguments: [true, false])
+  func glitchFreeAFlatMapLatestOverADerivedOuterSourceOfItsTargetsRootDeliversOneStatePerCommit(
+    targetFollowsFirst: Bool
+  ) {
+    let b = Property(2)
+    let isEven = b.map { $0 % 2 == 0 }
+    let evens = b.map { "even \($0)" }
+    let odds = b.map { "odd \($0)" }
+    // Observed elsewhere first, the targets follow `b` ahead of the outer source.
+    let elsewhere = targetFollowsFirst ? [evens.observe { _ in }, odds.observe { _ in }] : []
+    let followed = isEven.flatMapLatest { $0 ? evens : odds }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    b.value = 3
+    b.value = 4
+    b.value = 6  // the outer value stays equal: the target's update alone carries it
+    b.value = 7
+    b.value = 9
+    #expect(followed.value == "odd 9")
+    #expect(seen.values == ["even 2", "odd 3", "even 4", "even 6", "odd 7", "odd 9"])
+    observer.cancel()
+    for subscription in elsewhere { subscription.cancel() }
+  }
+
+  /// As above, with a transform that builds its target anew for each outer value: a
+  /// write that leaves the outer value equal picks an equal target, so the target's
+  /// update of it is delivered, though the object the transform returns is a new one.
+  @Test func orderedAFlatMapLatestOverADerivedOuterSourceWhoseTransformBuildsItsTargetDeliversEachState() {
+    let b = Property(2)
+    let isEven = b.map { $0 % 2 == 0 }
+    let followed = isEven.flatMapLatest { even in b.map { "\(even ? "even" : "odd") \($0)" } }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    b.value = 4
+    b.value = 5
+    b.value = 7
+    b.value = 8
+    #expect(followed.value == "even 8")
+    #expect(seen.values == ["even 2", "even 4", "odd 5", "odd 7", "even 8"])
+    observer.cancel()
+  }
+
+  /// The same shapes under two writers, with another thread subscribing and cancelling:
+  /// every state delivered pairs a target with a value its outer source picks it for,
+  /// the states only move forward, and the last one is the value.
+  @Test(arguments: [false, true])
+  func glitchFreeAFlatMapLatestOverADerivedOuterSourceOfItsTargetsRootWhileOthersWrite(freshTargets: Bool) {
+    let b = Property(0)
+    let isEven = b.map { $0 % 2 == 0 }
+    let evens = b.map { "even \($0)" }
+    let odds = b.map { "odd \($0)" }
+    let elsewhere = evens.observe { _ in }
+    let followed =
+      freshTargets
+      ? isEven.flatMapLatest { even in b.map { "\(even ? "even" : "odd") \($0)" } }
+      : isEven.flatMapLatest { $0 ? evens : odds }
+    let wrong = Recorder<String>()
+    let seen = Recorder<Int>()
+    @Sendable func number(_ text: String) -> Int {
+      let parts = text.split(separator: " ")
+      let number = Int(parts[1])!
+      if (parts[0] == "even") != (number % 2 == 0) { wrong.append(text) }
+      return number
+    }
+    let observer = followed.observe { seen.append(number($0)) }
+    let writers = (0..<2).map { _ in Spawned { for _ in 0..<5_000 { b.modify { $0 += 1 } } } }
+    let subscriber = Spawned { for _ in 0..<500 { followed.observe { _ = number($0) }.cancel() } }
+    for thread in writers + [subscriber] { #expect(thread.join()) }
+    #expect(seen.wait { $0.last == 10_000 })
+    #expect(wrong.count == 0, "\(wrong.count) states that never existed, first \(wrong.values.prefix(3))")
+    #expect(zip(seen.values, seen.values.dropFirst()).allSatisfy { $0 < $1 }, "not in commit order")
+    #expect(followed.value == "even 10000")
+    observer.cancel()
+    elsewhere.cancel()
+  }
+
   /// A `flatMapLatest` whose outer source is an `Equatable` value derived from the
   /// target's own root: a write that leaves the outer value equal is not delivered to
   /// the `flatMapLatest` as a choice, and the target's update of it still is.
