@@ -290,33 +290,26 @@ extension PropertyProtocol {
   ) -> ReadOnlyProperty<T> {
     let outer = readOnly
     let roots = outer.roots
+    // No optional or pair of the value is kept on the way (a large value's copies on the
+    // stack): a missing target reads as `missing` where it is found.
     let compute: @Sendable () -> T = {
-      let picked: T?
       if outer.derived != nil, outer.computedNode == nil {
         // A following outer source is read by its own value (its hub may lag behind it).
-        picked = select(outer.value).map { wrap($0.value) }
-      } else {
-        // The outer source and the target in one consistent snapshot, so that the target
-        // is the one the outer value picks at that instant (they may share roots). A
-        // following target is read by its own value.
-        picked =
-          Snapshot.consistent(of: roots) { snapshot -> T? in
-            guard let target = select(outer.evaluate(in: snapshot)) else { return nil }
-            if target.derived != nil, target.computedNode == nil { return wrap(target.value) }
-            return wrap(target.evaluate(in: snapshot))
-          }.0
+        guard let target = select(outer.value) else { return missingValue(missing) }
+        return wrap(target.value)
       }
-      if let picked { return picked }
-      guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
-      return missing
+      // The outer source and the target in one consistent snapshot, so that the target
+      // is the one the outer value picks at that instant (they may share roots). A
+      // following target is read by its own value.
+      return Snapshot.consistent(of: roots) { snapshot -> T in
+        guard let target = select(outer.evaluate(in: snapshot)) else { return missingValue(missing) }
+        if target.derived != nil, target.computedNode == nil { return wrap(target.value) }
+        return wrap(target.evaluate(in: snapshot))
+      }.0
     }
-    // Made inside a transaction, the node starts from the state other threads see, as
-    // a computed node does (DerivedProperty.init): its observers never hold part of it.
-    let initial =
-      DerivedProperty<T>.isInTransaction
-      ? outsiderValue(of: outer, select: select, wrap: wrap, missing: missing) : compute()
-    let node = DerivedProperty(
-      initial: initial, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
+    let node = DerivedProperty<T>.following(outer, select: select, wrap: wrap, missing: missing, compute: compute) {
+      DerivedProperty(initial: $0, backlogLimit: outer.hub.backlogLimit, isDuplicate: isDuplicate, compute: compute)
+    }
     // A property's link receives every commit of its root, so a target's update of a
     // commit it shares waits for that commit's choice (DerivedProperty+Follow.swift).
     // A computed outer source skips the commits that leave it equal: such an update
@@ -346,16 +339,33 @@ extension PropertyProtocol {
   }
 }
 
+extension DerivedProperty {
+  /// A following node made by `make` from its initial value: the value `compute` reads,
+  /// or made inside a transaction, the state other threads see, as a computed node
+  /// does (DerivedProperty.init): its observers never hold part of the transaction.
+  /// Out of line, so that the caller's frame keeps no room for the value.
+  @inlinable @inline(never) static func following<Outer: Sendable, Inner: Sendable>(
+    _ outer: ReadOnlyProperty<Outer>, select: (Outer) -> ReadOnlyProperty<Inner>?, wrap: (Inner) -> Value,
+    missing: Value?, compute: () -> Value, make: (Value) -> DerivedProperty
+  ) -> DerivedProperty {
+    make(isInTransaction ? outsiderValue(of: outer, select: select, wrap: wrap, missing: missing) : compute())
+  }
+}
+
+/// A `flatMapLatest`'s value while it has no target: `missing`, which only a
+/// `flatMapLatest` through an optional link has.
+@inlinable func missingValue<T>(_ missing: T?) -> T {
+  guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
+  return missing
+}
+
 /// A `flatMapLatest`'s value as a thread that runs no transaction sees it: the outer
 /// value, then the target's, each from a consistent snapshot of its roots.
 @usableFromInline func outsiderValue<Outer: Sendable, Inner: Sendable, T: Sendable>(
   of outer: ReadOnlyProperty<Outer>, select: (Outer) -> ReadOnlyProperty<Inner>?, wrap: (Inner) -> T, missing: T?
 ) -> T {
   let (outerValue, _) = Snapshot.consistent(of: outer.roots, as: .outsider) { outer.evaluate(in: $0) }
-  guard let target = select(outerValue) else {
-    guard let missing else { fatalError("Evented: flatMapLatest picked no target") }
-    return missing
-  }
+  guard let target = select(outerValue) else { return missingValue(missing) }
   let (inner, _) = Snapshot.consistent(of: target.roots, as: .outsider) { target.evaluate(in: $0) }
   return wrap(inner)
 }

@@ -115,6 +115,17 @@ func stackPaths<Value: Generational>(of _: Value.Type) -> [StackPath] {
       _ = derived.value
       withExtendedLifetime(subscription) {}
     },
+    StackPath(name: "flatMapLatest to a property, observed") {
+      let choice = Property(true)
+      let left = Property(values[0])
+      let right = Property(values[1])
+      let followed = choice.flatMapLatest { $0 ? left : right }
+      let subscription = followed.observe { _ in }
+      left.value = values[2]
+      choice.value = false
+      _ = followed.value
+      withExtendedLifetime(subscription) {}
+    },
     StackPath(name: "map of a property, read unobserved") {
       let property = Property(values[0])
       let derived = property.map { $0 }
@@ -196,7 +207,7 @@ func paths(_ all: [StackPath], _ prefixes: String...) -> [StackPath] {
 
   @Test func derivedLargeValuesAndArraysOfThemAreDeliveredOnASmallStack() {
     expectPathsRunOnASmallStack(
-      paths(stackPaths(of: LargeValue.self), "map", "ArrayProperty"),
+      paths(stackPaths(of: LargeValue.self), "map", "flatMapLatest", "ArrayProperty"),
       stackSize: 1 << 20, valueSize: MemoryLayout<LargeValue>.size)
   }
 
