@@ -18,6 +18,11 @@
 //   pairs differ (states may coalesce when threads race, never go back);
 // - `selector.flatMapLatest { targets[$0] }`: the values of each target arrive in its
 //   commit order;
+// - `counter.flatMapLatest` and `parity.flatMapLatest`, each picking `counter.map { 2n }`
+//   for an even counter and `counter.map { 2n + 1 }` for an odd one (targets that read
+//   the outer source's root, observed elsewhere first): every value delivered is the
+//   target its own commit picks (never the old target at the new commit), and the
+//   commits only move forward;
 // - event `map` of a merge: each producer's events arrive in the order it sent them;
 // - `inA.combineLatest(inB)` and `inItems.readOnly.map { $0[0] }.combineLatest(inB)`,
 //   where one thread writes all three in one `transaction`, only deliver and read
@@ -186,6 +191,26 @@ final class PerSourceWatcher: Watcher, @unchecked Sendable {
   }
 }
 
+/// Checks a `flatMapLatest` whose targets read its outer source's root: a value
+/// `2n + t` comes from target `t` at commit `n`, which only exists when `t` is `n`'s
+/// parity; commits move forward, each once.
+final class ChoiceWatcher: Watcher, @unchecked Sendable {
+  // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
+  private var previous: Int?
+
+  func see(_ value: Int) {
+    enter()
+    let (commit, target) = (value / 2, value % 2)
+    if target != commit % 2 {
+      run.violation("\(label): target \(target) delivered commit \(commit), which picks the other (a glitch)")
+    } else if let previous, commit <= previous {
+      run.violation("\(label): commit \(commit) arrived after \(previous)")
+    }
+    previous = commit
+    exit(value)
+  }
+}
+
 private final class DerivedAnchor: Sendable {}
 
 /// One thread writes `p = 1`, `q = 1`, `p = 2`, `q = 2` while two other threads hold the
@@ -256,12 +281,23 @@ let derived = Scenario(
   let twice = Property(0)  // written only by transactions that write it twice: odd, then even
   let twiceMapped = twice.map { $0 }
   let followed = selector.flatMapLatest { targets[$0] }
+  // Targets that read the outer source's root, each observed before the flatMapLatests
+  // (so that it follows the root ahead of them). Not `doubled`: a switch subscribes to
+  // its target, whose deliveries may then coalesce, and `doubled`'s observers check
+  // every commit.
+  let evenTarget = counter.map { $0 * 2 }
+  let oddTarget = counter.map { $0 * 2 + 1 }
+  let chosen = [
+    ("flatMapLatest over its targets' property", counter.flatMapLatest { $0 % 2 == 0 ? evenTarget : oddTarget }),
+    ("flatMapLatest over a map of its targets' property", parity.flatMapLatest { $0 ? evenTarget : oddTarget }),
+  ]
   // One per target, whose outer source never changes: a new observer's replay holds
   // the target's latest commit (a switch waiting for its delivery is not caught up).
   let steady = targets.indices.map { index in Property(index).flatMapLatest { targets[$0] } }
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
   let anchor = DerivedAnchor()
+  for target in [evenTarget, oddTarget] { target.observe(with: anchor) { _, _ in } }
   twiceMapped.observe(with: anchor) { _, value in
     if value % 2 != 0 { run.violation("a map of a property written twice per transaction delivered \(value)") }
   }
@@ -292,6 +328,11 @@ let derived = Scenario(
     wholeWithArray.observe(with: anchor, on: delivery) { _, value in arrayWholes.see(value) }
     let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
     followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
+    for (label, choice) in chosen {
+      let choices = ChoiceWatcher(run: run, label: "\(label), observer \(index)")
+      choice.observe(with: anchor, on: delivery) { _, value in choices.see(value) }
+      watchers.append((choices, onQueue, { choice.value }))
+    }
     let sent = PerSourceWatcher(run: run, label: "event observer \(index)", stride: stride, strictly: true)
     events.observe(with: anchor, on: delivery) { _, value in sent.see(value) }
     watchers += [
@@ -507,17 +548,18 @@ let derived = Scenario(
     for probe in probes { probe.cancel() }
   }
   converge("at the end")
-  // Permanent links: doubled, parity, pair, the diamond and the self-combination on the
-  // counter (each observed derived value follows its roots itself, once); pair on the
-  // other; one target followed, and each by its steady `flatMapLatest`; `ordered` on first and second; `whole` on inA and inB,
-  // `wholeWithArray` on inItems and inB.
+  // Permanent links: doubled, parity, pair, the diamond, the self-combination, the two
+  // choice targets and the flatMapLatest choosing between them by the counter itself on
+  // the counter (each observed derived value follows its roots itself, once); pair on
+  // the other; one target followed, and each by its steady `flatMapLatest`; `ordered` on
+  // first and second; `whole` on inA and inB, `wholeWithArray` on inItems and inB.
   let counts = [
     counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +),
     first.observerCount, second.observerCount, inA.observerCount, inB.observerCount, inItems.observerCount,
   ]
-  if counts != [5, 1, 1 + targets.count, 1, 1, 1, 2, 1] {
+  if counts != [8, 1, 1 + targets.count, 1, 1, 1, 2, 1] {
     run.violation(
-      "at the end, the sources have \(counts) observers instead of [5, 1, 4, 1, 1, 1, 2, 1]: dropped values leaked")
+      "at the end, the sources have \(counts) observers instead of [8, 1, 4, 1, 1, 1, 2, 1]: dropped values leaked")
   }
   for producer in producers where producer.observerCount != 1 {
     run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")
