@@ -89,15 +89,22 @@ extension DerivedProperty {
   }
 
   /// Whether the target state at `versions` read each root of `shared` at no later
-  /// version than the choice of the target did (``LinkState/chosenAt``): if it did, the
-  /// outer source committed since, and its delivery, still to come, decides whether the
-  /// target stays (then it publishes the target's state again) or another one follows.
-  /// A property outer source's link receives every commit of its one root; a computed
-  /// outer source skips a commit that leaves it equal, so an update it holds back is
-  /// checked again at once (``recheckHeld(generation:roots:recheck:wrap:)``).
-  @inlinable func agreesWithChoice(_ versions: Versions, shared: [(Int, Int)]) -> Bool {
+  /// version than the choice of the target did (``LinkState/chosenAt``), or with
+  /// `exactly`, at the same version: if not, the outer source committed since, and its
+  /// delivery, still to come, decides whether the target stays (then it publishes the
+  /// target's state again) or another one follows.
+  ///
+  /// A property outer source's link receives every commit of its one root, so a state
+  /// read before the choice was read while the target was chosen. A computed outer
+  /// source's link reads its latest state and skips a commit that leaves it equal: it
+  /// may have picked another target in between (a target's delivery can lag behind
+  /// it), and a later commit may never reach it as a choice. Its updates are published
+  /// only at the choice's versions; others are checked again at once
+  /// (``recheckHeld(generation:roots:recheck:wrap:)``).
+  @inlinable func agreesWithChoice(_ versions: Versions, shared: [(Int, Int)], exactly: Bool) -> Bool {
     links.withLock { state in
       guard let chosen = state.chosenAt else { return true }
+      if exactly { return shared.allSatisfy { versions.version(at: $0.0) == chosen.version(at: $0.1) } }
       return !shared.contains { versions.version(at: $0.0) > chosen.version(at: $0.1) }
     }
   }
@@ -212,9 +219,9 @@ extension DerivedProperty {
       }
     }
     link(to: target, roots: roots, keep: keep) { node, value, versions in
-      if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared) {
+      if !shared.isEmpty, !node.agreesWithChoice(versions, shared: shared, exactly: recheck != nil) {
         // A property outer source delivers this commit too, and its delivery decides
-        // (`republish`). A computed one skips it if its value stays equal: read the
+        // (`republish`). A computed one may skip it, or have skipped past it: read the
         // outer source and the target together now instead.
         guard let recheck else { return }
         return node.recheckHeld(generation: current, roots: roots, recheck: recheck, wrap: wrap)
@@ -230,7 +237,7 @@ extension DerivedProperty {
   @usableFromInline typealias Recheck<Inner> =
     @Sendable (ReadOnlyProperty<Inner>, [any Root], Versions, (any Sendable)?) -> (Inner, Versions)?
 
-  /// For a target's update held back by ``agreesWithChoice(_:shared:)`` under a computed
+  /// For a target's update held back by ``agreesWithChoice(_:shared:exactly:)`` under a computed
   /// outer source: publishes the target's state read in one snapshot with the outer
   /// source, if the outer source still makes the choice of switch `current` there. If
   /// not, the outer value differs from the one its link read last, so the link has a
@@ -257,7 +264,8 @@ extension DerivedProperty {
     let (shared, current) = links.withLock { ($0.sharedRoots, $0.targetGeneration) }
     guard !shared.isEmpty else { return }
     let (value, versions) = target.pinned(roots: target.roots, as: Self.followReader)
-    guard agreesWithChoice(versions, shared: shared) else { return }
+    // Read after the choice: no earlier than it, so "no later" means "the same".
+    guard agreesWithChoice(versions, shared: shared, exactly: false) else { return }
     publish(wrap(value), at: FollowedState(generation: current, versions: versions), generation: current)
   }
 

@@ -181,6 +181,42 @@ import Testing
     elsewhere.cancel()
   }
 
+  /// A property as the target of a `flatMapLatest` whose outer source is a map of that
+  /// property, while two threads write it and its parity flips on every write: the
+  /// target's deliveries lag behind the outer source's reads of the latest state, which
+  /// may skip a commit that picked the other target; no such commit may be delivered
+  /// from the property, and commits only move forward.
+  @Test func glitchFreeAPropertyTargetOfAFlatMapLatestOverAMapOfItLagsWithoutGlitches() {
+    for _ in 0..<4 {
+      let a = Property(Walk())
+      let slowRoot = a.observe { _ in work(microseconds: 20) }  // makes the target lag
+      let isEven = a.map { $0.position % 2 == 0 }
+      let odds = a.map { Walk(writes: $0.writes, position: $0.position, isTagged: true) }
+      let followed = isEven.flatMapLatest { $0 ? a.readOnly : odds }
+      let seen = Recorder<Walk>()
+      let observer = followed.observe { seen.append($0) }
+      let writers = [1, -1].map { step in
+        Spawned {
+          for _ in 0..<5_000 {
+            a.modify { walk in
+              walk.writes += 1
+              walk.position += step
+            }
+          }
+        }
+      }
+      for thread in writers { #expect(thread.join()) }
+      let last = followed.value
+      #expect(seen.wait { $0.last == last })
+      let values = seen.values
+      let glitches = values.filter { $0.isTagged == ($0.position % 2 == 0) }
+      #expect(glitches.count == 0, "\(glitches.count) states that never existed, first \(glitches.prefix(3))")
+      #expect(zip(values, values.dropFirst()).allSatisfy { $0.writes < $1.writes }, "not in commit order")
+      observer.cancel()
+      slowRoot.cancel()
+    }
+  }
+
   /// A `flatMapLatest` whose outer source is an `Equatable` value derived from the
   /// target's own root: a write that leaves the outer value equal is not delivered to
   /// the `flatMapLatest` as a choice, and the target's update of it still is.
@@ -577,4 +613,11 @@ import Testing
       #expect(result.remaining <= limit + 2, "still to run when the writer returned: \(result.remaining)")
     }
   }
+}
+
+/// A random walk and the number of its steps; `isTagged` marks a copy made by a map.
+private struct Walk: Sendable, Equatable {
+  var writes = 0
+  var position = 0
+  var isTagged = false
 }
