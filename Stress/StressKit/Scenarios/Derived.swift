@@ -20,9 +20,10 @@
 //   commit order;
 // - `counter.flatMapLatest` and `parity.flatMapLatest`, each picking `counter.map { 2n }`
 //   for an even counter and `counter.map { 2n + 1 }` for an odd one (targets that read
-//   the outer source's root, observed elsewhere first): every value delivered is the
-//   target its own commit picks (never the old target at the new commit), and the
-//   commits only move forward;
+//   the outer source's root, observed elsewhere first), and `flip.map { parity }`'s
+//   choosing between `flip` itself (whose slow observer makes its deliveries lag) and
+//   `flip.map { -n - 1 }`: every value delivered is the target its own commit picks
+//   (never the old target at the new commit), and the commits only move forward;
 // - event `map` of a merge: each producer's events arrive in the order it sent them;
 // - `inA.combineLatest(inB)` and `inItems.readOnly.map { $0[0] }.combineLatest(inB)`,
 //   where one thread writes all three in one `transaction`, only deliver and read
@@ -191,16 +192,22 @@ final class PerSourceWatcher: Watcher, @unchecked Sendable {
   }
 }
 
-/// Checks a `flatMapLatest` whose targets read its outer source's root: a value
-/// `2n + t` comes from target `t` at commit `n`, which only exists when `t` is `n`'s
+/// Checks a `flatMapLatest` whose targets read its outer source's root: a value comes
+/// from target `t` at commit `n` (`decode`), which only exists when `t` is `n`'s
 /// parity; commits move forward, each once.
 final class ChoiceWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: Int?
+  private let decode: @Sendable (Int) -> (commit: Int, target: Int)
+
+  init(run: ScenarioRun, label: String, decode: @escaping @Sendable (Int) -> (commit: Int, target: Int)) {
+    self.decode = decode
+    super.init(run: run, label: label)
+  }
 
   func see(_ value: Int) {
     enter()
-    let (commit, target) = (value / 2, value % 2)
+    let (commit, target) = decode(value)
     if target != commit % 2 {
       run.violation("\(label): target \(target) delivered commit \(commit), which picks the other (a glitch)")
     } else if let previous, commit <= previous {
@@ -287,9 +294,26 @@ let derived = Scenario(
   // every commit.
   let evenTarget = counter.map { $0 * 2 }
   let oddTarget = counter.map { $0 * 2 + 1 }
+  // A property as a target, over a map of it: `flip`'s slow observer makes the
+  // target's deliveries lag behind the map's reads of its latest state.
+  let flip = Property(0)
+  let flipParity = flip.map { $0 % 2 == 0 }
+  let negatedOdd = flip.map { -$0 - 1 }
+  let byDouble: @Sendable (Int) -> (commit: Int, target: Int) = { ($0 / 2, $0 % 2) }
+  let bySign: @Sendable (Int) -> (commit: Int, target: Int) = { $0 >= 0 ? ($0, 0) : (-$0 - 1, 1) }
   let chosen = [
-    ("flatMapLatest over its targets' property", counter.flatMapLatest { $0 % 2 == 0 ? evenTarget : oddTarget }),
-    ("flatMapLatest over a map of its targets' property", parity.flatMapLatest { $0 ? evenTarget : oddTarget }),
+    (
+      "flatMapLatest over its targets' property", counter.flatMapLatest { $0 % 2 == 0 ? evenTarget : oddTarget },
+      byDouble
+    ),
+    (
+      "flatMapLatest over a map of its targets' property", parity.flatMapLatest { $0 ? evenTarget : oddTarget },
+      byDouble
+    ),
+    (
+      "flatMapLatest to a property, over a map of it", flipParity.flatMapLatest { $0 ? flip.readOnly : negatedOdd },
+      bySign
+    ),
   ]
   // One per target, whose outer source never changes: a new observer's replay holds
   // the target's latest commit (a switch waiting for its delivery is not caught up).
@@ -297,7 +321,8 @@ let derived = Scenario(
   let producers = (0..<2).map { _ in EventSource<Int>() }
   let events = producers.merge().map { $0 }
   let anchor = DerivedAnchor()
-  for target in [evenTarget, oddTarget] { target.observe(with: anchor) { _, _ in } }
+  for target in [evenTarget, oddTarget, negatedOdd] { target.observe(with: anchor) { _, _ in } }
+  flip.observe(with: anchor) { _, _ in spin(microseconds: 20) }
   twiceMapped.observe(with: anchor) { _, value in
     if value % 2 != 0 { run.violation("a map of a property written twice per transaction delivered \(value)") }
   }
@@ -328,8 +353,8 @@ let derived = Scenario(
     wholeWithArray.observe(with: anchor, on: delivery) { _, value in arrayWholes.see(value) }
     let follows = PerSourceWatcher(run: run, label: "flatMapLatest observer \(index)", stride: stride, strictly: false)
     followed.observe(with: anchor, on: delivery) { _, value in follows.see(value) }
-    for (label, choice) in chosen {
-      let choices = ChoiceWatcher(run: run, label: "\(label), observer \(index)")
+    for (label, choice, decode) in chosen {
+      let choices = ChoiceWatcher(run: run, label: "\(label), observer \(index)", decode: decode)
       choice.observe(with: anchor, on: delivery) { _, value in choices.see(value) }
       watchers.append((choices, onQueue, { choice.value }))
     }
@@ -491,6 +516,7 @@ let derived = Scenario(
       } else if roll < 50 {
         worker.at(.modify)
         other.modify { $0 += 1 }
+        flip.modify { $0 += 1 }
       } else if roll < 65 {
         let index = worker.thread.random.below(targets.count)
         worker.at(.modify)
@@ -549,17 +575,19 @@ let derived = Scenario(
   }
   converge("at the end")
   // Permanent links: doubled, parity, pair, the diamond, the self-combination, the two
-  // choice targets and the flatMapLatest choosing between them by the counter itself on
-  // the counter (each observed derived value follows its roots itself, once); pair on
-  // the other; one target followed, and each by its steady `flatMapLatest`; `ordered` on
-  // first and second; `whole` on inA and inB, `wholeWithArray` on inItems and inB.
+  // choice targets and the flatMapLatest choosing by the counter itself on the counter
+  // (each observed derived value follows its roots itself, once); pair on the other;
+  // one target followed, and each by its steady `flatMapLatest`; `ordered` on first and
+  // second; `whole` on inA and inB, `wholeWithArray` on inItems and inB; on `flip`, its
+  // slow observer, its two maps, and the flatMapLatest while it ends even.
   let counts = [
     counter.observerCount, other.observerCount, targets.map(\.observerCount).reduce(0, +),
     first.observerCount, second.observerCount, inA.observerCount, inB.observerCount, inItems.observerCount,
+    flip.observerCount,
   ]
-  if counts != [8, 1, 1 + targets.count, 1, 1, 1, 2, 1] {
-    run.violation(
-      "at the end, the sources have \(counts) observers instead of [8, 1, 4, 1, 1, 1, 2, 1]: dropped values leaked")
+  let expected = [8, 1, 1 + targets.count, 1, 1, 1, 2, 1, flip.value % 2 == 0 ? 4 : 3]
+  if counts != expected {
+    run.violation("at the end, the sources have \(counts) observers instead of \(expected): dropped values leaked")
   }
   for producer in producers where producer.observerCount != 1 {
     run.violation("at the end, a producer has \(producer.observerCount) observers instead of 1")
