@@ -51,6 +51,17 @@ extension ReadOnlyProperty {
   @inlinable func pinned(roots: [any Root], as reader: Snapshot.Reader) -> (Value, Versions) {
     Snapshot.consistent(of: roots, as: reader) { evaluate(in: $0) }
   }
+
+  /// What a link to this derived value reads at each of its deliveries: a computed
+  /// value's state committed last, with the versions of its roots it was computed at.
+  /// Not the roots' latest state: a value of several roots refreshes from their latest
+  /// state, and a change back to the state it committed is no commit, so a link that
+  /// had read ahead of it would never be delivered that change. A following value's
+  /// one root is its hub, read as ``pinned(roots:as:)``.
+  @inlinable func committedState(roots: [any Root], as reader: Snapshot.Reader) -> (Value, Versions) {
+    guard let node = derived, node.body != nil else { return pinned(roots: roots, as: reader) }
+    return node.hub.storage.withLock { ($0.stored, node.delivered) }
+  }
 }
 
 extension DerivedProperty {
@@ -114,8 +125,8 @@ extension DerivedProperty {
   /// made once) it is at. `keep` records the subscription before it is made.
   ///
   /// A property delivers every commit, each with its version, counted from the
-  /// replay's. A derived source's link reads the latest state through its roots
-  /// instead (a `flatMapLatest`'s one root is its hub): its own states merge when its
+  /// replay's. A derived source's link reads its state committed last instead
+  /// (``ReadOnlyProperty/committedState(roots:as:)``): its own states merge when its
   /// deliveries back up, so its commits cannot be counted.
   ///
   /// `receive` runs for every update of `source`, one at a time, in commit order, on
@@ -128,7 +139,7 @@ extension DerivedProperty {
     if source.derived != nil {
       let entry = FollowerEntry<Update<Source>>(node: self) { owner, _ in
         withExtendedLifetime(lazyToken) {
-          let (value, versions) = source.pinned(roots: roots, as: Self.followReader)
+          let (value, versions) = source.committedState(roots: roots, as: Self.followReader)
           receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), value, versions)
         }
       }

@@ -217,6 +217,47 @@ import Testing
     }
   }
 
+  /// A `flatMapLatest` over a value of two roots, on one thread, with writes made from
+  /// handlers (they stand in for another thread's): the outer source turns odd at 1,
+  /// and its link is delivered that while `a` is already 2, then 3. The link must not
+  /// choose from a state the outer value never committed (even, at 2): the value's
+  /// change back to odd would then be no commit, and the observer would stay on the
+  /// even target while `value` reads the odd one.
+  @Test(arguments: [true, false])
+  func convergentAFlatMapLatestWhoseOuterSourceMovesOnDuringItsDeliveryEndsOnItsValue(multiRoot: Bool) {
+    let a = Property(0)
+    let c = Property(0)
+    let outer = multiRoot ? a.combineLatest(c).map { $0.0 % 2 == 0 } : a.map { $0 }.map { $0 % 2 == 0 }
+    let evens = a.map { "even \($0)" }
+    let odds = a.map { "odd \($0)" }
+    let other = Property(0)
+    let wroteTwo = Atomic<Bool>(false)
+    let wroteThree = Atomic<Bool>(false)
+    // Linked to the outer source first: writes 2 in its delivery of odd.
+    let first = outer.flatMapLatest { even -> Property<Int> in
+      if !even, !wroteTwo.exchange(true, ordering: .relaxed) { a.value = 2 }
+      return other
+    }
+    let firstObserver = first.observe { _ in }
+    let followed = outer.flatMapLatest { $0 ? evens : odds }
+    let gate = a.observe { value in
+      if value == 1, !wroteThree.exchange(true, ordering: .relaxed) { a.value = 3 }
+    }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    a.value = 1
+    #expect(followed.value == "odd 3")
+    #expect(seen.values.last == "odd 3", "\(seen.values)")
+    let glitches = seen.values.filter { text in
+      let parts = text.split(separator: " ")
+      return (parts[0] == "even") != (Int(parts[1])! % 2 == 0)
+    }
+    #expect(glitches.isEmpty, "\(seen.values)")
+    observer.cancel()
+    gate.cancel()
+    firstObserver.cancel()
+  }
+
   /// A `flatMapLatest` whose outer source is an `Equatable` value derived from the
   /// target's own root: a write that leaves the outer value equal is not delivered to
   /// the `flatMapLatest` as a choice, and the target's update of it still is.
