@@ -258,6 +258,35 @@ import Testing
     firstObserver.cancel()
   }
 
+  /// One thread, whose writes are made from handlers (delivered after each handler
+  /// returns, by the same thread, nobody else delivering): a `flatMapLatest` over a
+  /// derived outer source delivers every state, each switch with its own commit.
+  @Test(arguments: [true, false])
+  func orderedAFlatMapLatestOnOneThreadWritingFromHandlersDeliversEveryState(multiRoot: Bool) {
+    let a = Property(0)
+    let c = Property(0)
+    let outer = multiRoot ? a.combineLatest(c).map { $0.0 % 2 == 0 } : a.map { $0 }.map { $0 % 2 == 0 }
+    let evens = a.map { "even \($0)" }
+    let odds = a.map { "odd \($0)" }
+    let followed = outer.flatMapLatest { $0 ? evens : odds }
+    let wroteTwo = Atomic<Bool>(false)
+    let wroteThree = Atomic<Bool>(false)
+    let gate = a.observe { value in
+      if value == 2, !wroteThree.exchange(true, ordering: .relaxed) { a.value = 3 }
+    }
+    let outerObserver = outer.observe { even in
+      if !even, !wroteTwo.exchange(true, ordering: .relaxed) { a.value = 2 }
+    }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    a.value = 1
+    #expect(seen.values == ["even 0", "odd 1", "even 2", "odd 3"])
+    #expect(followed.value == "odd 3")
+    observer.cancel()
+    outerObserver.cancel()
+    gate.cancel()
+  }
+
   /// A `flatMapLatest` whose outer source is an `Equatable` value derived from the
   /// target's own root: a write that leaves the outer value equal is not delivered to
   /// the `flatMapLatest` as a choice, and the target's update of it still is.
