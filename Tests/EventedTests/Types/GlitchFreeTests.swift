@@ -225,11 +225,7 @@ import Testing
   /// even target while `value` reads the odd one.
   @Test(arguments: [true, false])
   func convergentAFlatMapLatestWhoseOuterSourceMovesOnDuringItsDeliveryEndsOnItsValue(multiRoot: Bool) {
-    let a = Property(0)
-    let c = Property(0)
-    let outer = multiRoot ? a.combineLatest(c).map { $0.0 % 2 == 0 } : a.map { $0 }.map { $0 % 2 == 0 }
-    let evens = a.map { "even \($0)" }
-    let odds = a.map { "odd \($0)" }
+    let (a, outer, evens, odds) = parityChoice(multiRoot: multiRoot)
     let other = Property(0)
     let wroteTwo = Atomic<Bool>(false)
     let wroteThree = Atomic<Bool>(false)
@@ -263,11 +259,7 @@ import Testing
   /// derived outer source delivers every state, each switch with its own commit.
   @Test(arguments: [true, false])
   func orderedAFlatMapLatestOnOneThreadWritingFromHandlersDeliversEveryState(multiRoot: Bool) {
-    let a = Property(0)
-    let c = Property(0)
-    let outer = multiRoot ? a.combineLatest(c).map { $0.0 % 2 == 0 } : a.map { $0 }.map { $0 % 2 == 0 }
-    let evens = a.map { "even \($0)" }
-    let odds = a.map { "odd \($0)" }
+    let (a, outer, evens, odds) = parityChoice(multiRoot: multiRoot)
     let followed = outer.flatMapLatest { $0 ? evens : odds }
     let wroteTwo = Atomic<Bool>(false)
     let wroteThree = Atomic<Bool>(false)
@@ -690,4 +682,16 @@ private struct Walk: Sendable, Equatable {
   var writes = 0
   var position = 0
   var isTagged = false
+}
+
+/// A property `a`, its parity as a value of two roots (with `a` and another property)
+/// or of one (a map of a map), and maps of `a` labelled "even" and "odd", for a
+/// `flatMapLatest` choosing by the parity.
+private func parityChoice(multiRoot: Bool) -> (
+  Property<Int>, ReadOnlyProperty<Bool>, ReadOnlyProperty<String>, ReadOnlyProperty<String>
+) {
+  let a = Property(0)
+  let c = Property(0)
+  let outer = multiRoot ? a.combineLatest(c).map { $0.0 % 2 == 0 } : a.map { $0 }.map { $0 % 2 == 0 }
+  return (a, outer, a.map { "even \($0)" }, a.map { "odd \($0)" })
 }
