@@ -322,9 +322,25 @@ extension PropertyProtocol {
       outer.computedNode == nil
       ? nil
       : { @Sendable target, targetRoots, chosenAt, chosenValue in
-        DerivedProperty<T>.pinned(target, roots: targetRoots, chosenAt: chosenAt, pickedBy: outer, roots: roots) {
-          if let outerEquals, let chosen = chosenValue as? Value, outerEquals(chosen, $0) { return true }
-          return select($0)?.hub.storage === target.hub.storage
+        while true {
+          let found = DerivedProperty<T>.pinned(
+            target, roots: targetRoots, chosenAt: chosenAt, pickedBy: outer, roots: roots
+          ) {
+            if let outerEquals, let chosen = chosenValue as? Value, outerEquals(chosen, $0) { return true }
+            return select($0)?.hub.storage === target.hub.storage
+          }
+          if let found { return found }
+          // The outer value read there picks another target. Its link is delivered each
+          // state it commits, but a value of several roots commits its roots' latest
+          // state, and not at all if they moved back meanwhile: make it commit now. If
+          // its committed value then differs from the one that chose the target, a
+          // delivery is on its way to the link; if not, the roots moved back, and the
+          // next read sees it. (A value that is not `Equatable` commits every state.)
+          let node = outer.derived.unsafelyUnwrapped
+          node.refreshing.unsafelyUnwrapped(node)
+          guard let outerEquals, let chosen = chosenValue as? Value else { return nil }
+          let (committed, _) = outer.committedState(roots: roots, as: DerivedProperty<T>.followReader)
+          if !outerEquals(chosen, committed) { return nil }
         }
       }
     let keepsValue = recheck != nil && outerEquals != nil

@@ -254,6 +254,34 @@ import Testing
     firstObserver.cancel()
   }
 
+  /// A `flatMapLatest` over a value of two roots, whose target reads only one of them:
+  /// the target's update of `a = 1` arrives while the outer value reads as picking the
+  /// other target, then `c = 1` (written by a handler, committed at once) moves it back
+  /// before the outer value has committed the move away, so that it would commit
+  /// neither change: the update must not wait for a delivery that never comes.
+  @Test func convergentAFlatMapLatestWhoseOuterSourceMovesAwayAndBackUncommittedEndsOnItsValue() {
+    let a = Property(0)
+    let c = Property(0)
+    let target = a.map { "T \($0)" }
+    let other = a.map { "U \($0)" }
+    let wroteC = Atomic<Bool>(false)
+    let early = target.observe { _ in }  // follows `a` ahead of the outer value
+    let outer = a.combineLatest(c).map { ($0.0 + $0.1) % 2 == 0 }
+    let followed = outer.flatMapLatest { $0 ? target : other }
+    let seen = Recorder<String>()
+    let observer = followed.observe { seen.append($0) }
+    // Delivered the target's update after the flatMapLatest: writes `c` there.
+    let late = target.observe { text in
+      if text == "T 1", !wroteC.exchange(true, ordering: .relaxed) { c.value = 1 }
+    }
+    a.value = 1
+    #expect(followed.value == "T 1")
+    #expect(seen.values.last == "T 1", "\(seen.values)")
+    observer.cancel()
+    late.cancel()
+    early.cancel()
+  }
+
   /// One thread, whose writes are made from handlers (delivered after each handler
   /// returns, by the same thread, nobody else delivering): a `flatMapLatest` over a
   /// derived outer source delivers every state, each switch with its own commit.
