@@ -185,10 +185,13 @@ extension DerivedProperty {
     wrap: @escaping @Sendable (Inner) -> Value
   ) {
     let id = target.map { ObjectIdentifier($0.hub.storage) }
+    // The outer value that chose the previous target, swapped out under the lock and
+    // released after it: its deinit may run user code.
+    var replacedValue = chosenValue
     let previous = links.withLock { state -> (SubscriptionCore?, (any Sendable)?)? in
       if state.isSwitched, state.targetID == id {
         state.chosenAt = outer
-        state.chosenValue = chosenValue
+        swap(&state.chosenValue, &replacedValue)
         return nil
       }
       let previous = (state.inner, state.target)
@@ -197,8 +200,10 @@ extension DerivedProperty {
       state.targetID = nil
       state.sharedRoots = []
       state.isSwitched = true
+      replacedValue = state.chosenValue.take()
       return previous
     }
+    replacedValue = nil
     guard let previous else {
       // The same target, chosen again: if it reads a root of the outer source, its
       // updates of this commit may have been held back until now (agreesWithChoice).
