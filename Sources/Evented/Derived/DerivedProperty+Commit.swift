@@ -86,7 +86,9 @@ extension DerivedProperty {
   /// holds at most one undelivered state beyond what its deliverer has started, however
   /// fast its roots change and however slow its observers are, and its observers skip
   /// to the newest state, never back. A thread with nobody else delivering commits and
-  /// delivers every state.
+  /// delivers every state: also when it is the deliverer itself, its delivery of earlier
+  /// states postponed until a handler returns (the handler wrote the roots) or running
+  /// further up its stack; then its states queue in order, as its roots' commits do.
   ///
   /// A queue observer (`.queue`, `.main`) that holds the backlog limit of submissions
   /// makes the committing thread wait for room, like a property's writer, but after its
@@ -99,12 +101,22 @@ extension DerivedProperty {
       return
     }
     let owesRoom = core.pointee.pressure?.isFull == true
-    if core.pointee.queue.backlog > 0 {
+    if core.pointee.queue.backlog > 0, !Self.waitsForOwnWrites(core.pointee.queue) {
       coalesce(token, value)
     } else if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) {
       hub.scanForDeadOwners()
     }
     if owesRoom { DeliveringThread.owe(hub.storage) }
+  }
+
+  /// Whether the node's waiting states wait for the calling thread's own delivery of its
+  /// own writes: it is the node's deliverer (its delivery postponed until a handler
+  /// returns, or running further up its stack), and the commit it delivers now is one
+  /// it made. Then its next state queues, so that it sees every state it wrote. A
+  /// thread delivering other threads' commits merges them, as any other thread does.
+  @inlinable static func waitsForOwnWrites(_ queue: borrowing DeliveryQueue<Update<Value>>) -> Bool {
+    guard let thread = DeliveringThread.existing, queue.deliverer == UInt(bitPattern: thread) else { return false }
+    return !thread.pointee.deliversOthersCommit
   }
 
   /// ``commitState(_:_:inPass:)`` while earlier states wait for another thread: replaces the
@@ -126,8 +138,9 @@ extension DerivedProperty {
       if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
       return
     }
-    core.pointee.queue.pending[index] = Parcel(
-      message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
+    let merged = Parcel(message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
+    merged.committer = Parcel<Update<Value>>.merged
+    core.pointee.queue.pending[index] = merged
     HubState.countCommit(state)
     let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
     token.unlock()

@@ -71,6 +71,12 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
   @usableFromInline static var queuedFlag: UInt { 2 }
   /// Deliveries made by the current deliverer since it took the role.
   @usableFromInline var passLength = 0
+  /// The thread that took the delivering role last (the address of its
+  /// `DeliveringState`, ``DeliveringThread/identity``): while `isDelivering`, the
+  /// deliverer. A derived value merges a new state into a waiting one only when the
+  /// state waits for another thread, or for other threads' commits
+  /// (DerivedProperty+Commit.swift).
+  @usableFromInline var deliverer: UInt = 0
   /// Threads waiting to take the delivering role over.
   @usableFromInline var heirs = 0
   /// The deliverer stepped down; the first heir to wake takes the role.
@@ -113,6 +119,8 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
   /// else queues a copy of it. The delivery is only borrowed, so that the deliverer's
   /// path moves it on to the drain without a second reference to it.
   ///
+  /// The caller that becomes the deliverer records itself in ``deliverer``.
+  ///
   /// - Parameter mayWait: Whether the committing thread may wait (it is not delivering
   ///   for any source nor running a handler); asked only when it matters.
   @inlinable mutating func start<P: Package<Message>>(_ delivery: borrowing P, mayWait: () -> Bool) -> Start {
@@ -131,14 +139,22 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
       if marked.exchanged { break }
       current = marked.original
     }
-    pending.append((copy delivery).parcel())
-    queued &+= 1
+    enqueue((copy delivery).parcel())
     if passLength > backlogLimit, mayWait() {
       heirs += 1
       _checkInvariants()
       return .heir(queued)
     }
     return .queued
+  }
+
+  /// Queues `parcel`, committed by the calling thread, for the deliverer. Out of line,
+  /// so that the path of a commit nobody else delivers stays small.
+  @inlinable @inline(never)
+  mutating func enqueue(_ parcel: Parcel<Message>) {
+    parcel.committer = DeliveringThread.identity
+    pending.append(parcel)
+    queued &+= 1
   }
 
   /// Whether another thread delivers and is past its turn: a thread that queued a
@@ -200,11 +216,13 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
     return delivery
   }
 
-  /// The next step of an heir waiting with `ticket`.
-  @inlinable mutating func heirStep(_ ticket: UInt, newestFirst: Bool = false) -> HeirStep<Message> {
+  /// The next step of an heir waiting with `ticket`; `me` is its
+  /// ``DeliveringThread/identity``.
+  @inlinable mutating func heirStep(_ ticket: UInt, me: UInt, newestFirst: Bool = false) -> HeirStep<Message> {
     defer { _checkInvariants() }
     if handOff {
       handOff = false
+      deliverer = me
       heirs -= 1
       passLength = 0
       let first = next(newestFirst: newestFirst)

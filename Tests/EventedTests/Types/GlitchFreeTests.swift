@@ -386,6 +386,50 @@ import Testing
     subscription.cancel()
   }
 
+  /// Writes made by a handler are delivered after it returns. A value of one root then
+  /// receives each of them, as the root's own observers do: its first state waits for
+  /// this thread's own delivery, not another thread's, so the states after it queue
+  /// instead of merging.
+  @Test(arguments: ["map", "combineLatest with itself", "diamond", "map of an array's view"])
+  func orderedWritesFromAHandlerOfAnotherSourceReachAValueOfOneRootOneByOne(_ shape: String) {
+    let p = Property(0)
+    let items = ArrayProperty<Int>([])
+    let derived: ReadOnlyProperty<Int> =
+      switch shape {
+      case "map": p.map { $0 }
+      case "combineLatest with itself": p.combineLatest(p).map { $0 == $1 ? $0 : -1 }
+      case "diamond": p.map { $0 * 2 }.combineLatest(p.map { $0 }).map { $0 == 2 * $1 ? $1 : -1 }
+      default: items.readOnly.map(\.count)
+      }
+    let seen = Recorder<Int>()
+    let observer = derived.observe { seen.append($0) }
+    let trigger = EventSource<Int>()
+    let writer = trigger.observe { _ in
+      for value in 1...4 {
+        if shape == "map of an array's view" { items.append(value) } else { p.value = value }
+      }
+    }
+    trigger.send(0)
+    #expect(seen.values == [0, 1, 2, 3, 4])
+    #expect(p.observerCount + items.observerCount == 1)
+    observer.cancel()
+    writer.cancel()
+  }
+
+  /// The same from a handler of the value itself: its delivery of the state that
+  /// triggered the writes is still running further up the thread's stack.
+  @Test func orderedWritesFromAHandlerOfAValueOfOneRootReachItOneByOne() {
+    let p = Property(0)
+    let mapped = p.map { $0 * 10 }
+    let seen = Recorder<Int>()
+    let observer = mapped.observe { value in
+      seen.append(value)
+      if value == 0 { for next in 1...4 { p.value = next } }
+    }
+    #expect(seen.values == [0, 10, 20, 30, 40])
+    observer.cancel()
+  }
+
   @Test func memoizedATransformRunsOncePerChangeNotPerReadOrObserver() {
     let a = Property(1)
     let runs = Atomic<Int>(0)
