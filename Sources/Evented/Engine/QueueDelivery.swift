@@ -26,7 +26,8 @@ import Synchronization
 final class DeliveryTarget: Sendable {
   /// The subscription's serial queue.
   @usableFromInline let queue: DispatchQueue
-  /// Identifies the queue given to `.queue(_:)` (see ``QueuePressure/currentQueue``).
+  /// Identifies the queue given to `.queue(_:)` (``QueuePressure/mark(_:)``, see
+  /// ``QueuePressure/currentQueue``).
   let base: UInt
   /// Submissions not finished yet.
   @usableFromInline let pending = Atomic<Int>(0)
@@ -114,12 +115,26 @@ final class QueuePressure: @unchecked Sendable {
 
   private static let key = DispatchSpecificKey<UInt>()
 
+  /// The last mark given to a queue; marks are given under its lock.
+  private static let lastMark = Lock<UInt>.make(0)
+
   /// Marks `queue` so that blocks running on it, or on queues that target it, are
   /// recognized; returns its mark.
+  ///
+  /// A queue is marked once, and its mark never replaced: replacing a queue's specific
+  /// value releases the old one while other threads may be reading it, which crashed
+  /// when threads subscribed on `.global()` at once (each call returns a new
+  /// `DispatchQueue` of the same queue, which the mark must not depend on). So a mark is
+  /// a number given under a lock to the first subscription on its queue, and found by
+  /// every later one.
   static func mark(_ queue: DispatchQueue) -> UInt {
-    let mark = UInt(bitPattern: ObjectIdentifier(queue))
-    if queue.getSpecific(key: key) != mark { queue.setSpecific(key: key, value: mark) }
-    return mark
+    if let mark = queue.getSpecific(key: key) { return mark }
+    return lastMark.withLock { last in
+      if let mark = queue.getSpecific(key: key) { return mark }
+      last += 1
+      queue.setSpecific(key: key, value: last)
+      return last
+    }
   }
 
   /// The mark of the nearest marked queue the calling thread runs a block on (the main

@@ -87,6 +87,34 @@ private final class MarkedQueue: Sendable {
     for subscription in subscriptions { subscription.cancel() }
   }
 
+  /// `.global()` returns a new `DispatchQueue` of the same queue on each call: threads
+  /// subscribing on it at once, directly or through a derived value, each find the
+  /// queue's one mark (replacing it while another thread read it crashed the process).
+  @Test func threadSafetySubscribingOnTheGlobalQueueFromSeveralThreadsAtOnce() {
+    let p = Property(0)
+    let mapped = p.map { $0 + 1 }
+    let delivered = Atomic<Int>(0)
+    #expect(
+      onThreads(3) { index in
+        for _ in 0..<2_000 {
+          let source = index == 0 ? mapped : p.readOnly
+          let subscription = source.observe(on: .queue(.global())) { _ in
+            delivered.add(1, ordering: .relaxed)
+          }
+          subscription.cancel()
+        }
+      })
+    let last = p.observe(on: .queue(.global())) { _ in delivered.add(1, ordering: .relaxed) }
+    let received = Recorder<Int>()
+    let check = mapped.observe(on: .queue(.global())) { received.append($0) }
+    p.value = 1
+    #expect(received.wait(forCount: 2))
+    #expect(received.values == [1, 2])
+    last.cancel()
+    check.cancel()
+    #expect(p.observerCount == 0)
+  }
+
   @Test func propertyOnAQueueDeliversTheCurrentValueThenChangesOnThatQueue() {
     let marked = MarkedQueue("property-delivery")
     let property = Property(0)
