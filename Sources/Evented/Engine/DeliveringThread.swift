@@ -59,11 +59,19 @@ struct DeliveringState {
   /// waiting states even behind this thread's own delivery of them
   /// (DerivedProperty+Commit.swift).
   @usableFromInline var deliversOthersCommit = false
+  /// Observation sites of derived values and arrays that changed during the thread's
+  /// delivery frames, notified once the outermost frame has ended
+  /// (ObservationSite.swift), after the synchronous handlers of the write.
+  @usableFromInline var changedSites: [ObservationSite] = []
 
   @usableFromInline init() {}
 
   /// Whether the outermost frame has postponed deliveries to run or room to wait for.
   @inlinable var hasWorkAtBoundary: Bool { firstPostponed != nil || !owedRoom.isEmpty }
+
+  /// Whether the outermost frame has work at its end: ``hasWorkAtBoundary``, or
+  /// Observation sites to notify.
+  @inlinable var hasWorkAtEnd: Bool { hasWorkAtBoundary || !changedSites.isEmpty }
 }
 
 /// The calling thread's ``DeliveringState``.
@@ -149,8 +157,30 @@ enum DeliveringThread {
   /// postponed to it.
   @inlinable @inline(__always)
   static func exit(_ state: UnsafeMutablePointer<DeliveringState>) {
-    if state.pointee.depth == 1, state.pointee.hasWorkAtBoundary { settle(state) }
+    if state.pointee.depth == 1, state.pointee.hasWorkAtEnd { return exitOutermost(state) }
     state.pointee.depth -= 1
+  }
+
+  /// The end of the outermost frame, with work at its boundary: settles, leaves the
+  /// frame, then notifies the Observation sites that changed, outside every frame (their
+  /// scopes' `onChange` may write, and those writes are delivered at once, as outside
+  /// any handler).
+  @usableFromInline @inline(never)
+  static func exitOutermost(_ state: UnsafeMutablePointer<DeliveringState>) {
+    settle(state)
+    state.pointee.depth -= 1
+    while !state.pointee.changedSites.isEmpty {
+      let sites = state.pointee.changedSites
+      state.pointee.changedSites = []
+      for site in sites { site.notify() }
+    }
+  }
+
+  /// Notifies `site` once the calling thread's outermost delivery frame has ended, or
+  /// now outside any frame.
+  @usableFromInline static func notifyAfterFrame(_ site: ObservationSite) {
+    guard let state = ifDelivering else { return site.notify() }
+    if !state.pointee.changedSites.contains(where: { $0 === site }) { state.pointee.changedSites.append(site) }
   }
 
   /// At a boundary of the outermost frame: runs the postponed deliveries, then waits for

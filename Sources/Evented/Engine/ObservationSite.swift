@@ -150,12 +150,15 @@ final class ObservationSite: Observable, Sendable {
     _ = ended  // released after unlocking
   }
 
-  /// The followed source changed: ends the waiting subscription and notifies.
+  /// The followed source changed: ends the waiting subscription and notifies, once the
+  /// delivery this runs in (a root's pass, which delivers the derived value's commit
+  /// inside it) and the thread's other delivery frames have ended, as a property
+  /// notifies after its write's synchronous handlers.
   @usableFromInline func changed() {
     let ended = waiting.withLock { $0.take() }
     guard let ended else { return }
     ended.cancel()
-    notify()
+    DeliveringThread.notifyAfterFrame(self)
   }
 }
 

@@ -90,6 +90,36 @@ private func track<T>(_ apply: () -> T, fired: Counter, reading read: (@Sendable
     #expect(doubled.value == 4)
   }
 
+  /// A derived value's commit is delivered inside its root's pass; its scopes are
+  /// notified as a property's are, once the pass is over: after every synchronous
+  /// handler of the write, and with the root's delivery released, so that a write from
+  /// another thread inside `onChange` does not wait for it.
+  @Test(arguments: [false, true])
+  func trackingFiresAfterTheSynchronousHandlersOfTheWrite(derived: Bool) {
+    let a = Property(0, backlogLimit: 1)
+    let mapped = a.map { $0 }
+    let log = Recorder<String>()
+    let before = a.observe { log.append("before \($0)") }
+    let otherThreadWrote = Counter()
+    _ = withObservationTracking {
+      derived ? mapped.value : a.value
+    } onChange: {
+      log.append("onChange")
+      if completesOnAnotherThread({
+        a.value = 100
+        a.value = 101
+      }) {
+        otherThreadWrote.increment()
+      }
+    }
+    let after = a.observe { log.append("after \($0)") }
+    a.value = 1
+    #expect(Array(log.values.prefix(5)) == ["before 0", "after 0", "before 1", "after 1", "onChange"])
+    #expect(otherThreadWrote.value == 1)
+    before.cancel()
+    after.cancel()
+  }
+
   @Test func combinedValueFiresTrackingOnceForAWriteToBothSides() {
     let a = Property(1)
     let b = Property(2)
