@@ -136,9 +136,13 @@ extension DerivedProperty {
     _ receive: @escaping @Sendable (DerivedProperty<Value>, Source, Versions) -> Void
   ) {
     let lazyToken = source.hub.lazyHooks?.token()  // counts this link as an observer of a lazy source
-    if source.derived != nil {
+    if let derived = source.derived {
+      // Released with the link's handler when the link ends (a switch away from this
+      // target, or this node's end): the source then stops following its roots if
+      // nobody else observes it, as it does at an observer's `cancel()`.
+      let anchor = ObserverAnchor(derived)
       let entry = FollowerEntry<Update<Source>>(node: self) { owner, _ in
-        withExtendedLifetime(lazyToken) {
+        withExtendedLifetime((lazyToken, anchor)) {
           let (value, versions) = source.committedState(roots: roots, as: Self.followReader)
           receive(unsafeDowncast(owner, to: DerivedProperty<Value>.self), value, versions)
         }

@@ -105,11 +105,15 @@ extension PropertyProtocol {
   public func values(bufferingPolicy: BufferingPolicy) -> AsyncValues<Value> {
     let buffer = AsyncBuffer<Value>(policy: bufferingPolicy.forValues)
     let link = SourceLink(buffer)
-    let anchor = anchor
+    let kept = anchor  // read once: a lazy property's anchor is a new token each time
+    let node = kept as? any ObservedNode
+    // A derived value's sequence keeps the node through an `ObserverAnchor`, as an
+    // observer does: when the loop ends, its subscription's handler is released and the
+    // node stops following its roots if nobody else observes it.
+    let anchor: (any AnyObject & Sendable)? = node.map { ObserverAnchor($0) } ?? kept
     let entry = OwnedEntry<AnyObject, Update<Value>>(owner: buffer, target: nil) { owner, update in
       withExtendedLifetime((link, anchor)) { _ = unsafeDowncast(owner, to: AsyncBuffer<Value>.self).push(update.new) }
     }
-    let node = anchor as? any ObservedNode
     node?.willObserve()
     hub.subscribe(buffer, with: entry, replay: replayCurrent)
     node?.didObserve()

@@ -74,6 +74,35 @@ private final class HookLog: Sendable {
     _ = once
   }
 
+  /// The end of an async loop over a derived value is the end of its last observer too:
+  /// a lazy root read only through it stops then, without being written or counted.
+  @Test(arguments: ["map", "combineLatest"])
+  func endOfAnAsyncLoopOverADerivedValueStopsItsLazyRoot(_ kind: String) async {
+    let hooks = HookLog()
+    let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    let derived = kind == "map" ? level.map { $0 * 3 } : level.combineLatest(level).map { $0 + $1 }
+    for await value in derived.values {
+      if value == 0 { level.value = 1 } else { break }
+    }
+    #expect(await settles { hooks.log == "+-" }, "\(hooks.log)")
+  }
+
+  /// A `flatMapLatest` that switches away from a derived target, or ends, is that
+  /// target's observer no more: a lazy root read only through the target stops.
+  @Test func switchingAwayFromADerivedTargetStopsItsLazyRoot() {
+    let hooks = (0..<2).map { _ in HookLog() }
+    let roots = hooks.map { log in Property(0, onFirstObserver: log.hook("+"), onLastObserverGone: log.hook("-")) }
+    let targets = roots.map { root in root.map { $0 + 1 } }
+    let pick = Property(0)
+    var followed: ReadOnlyProperty<Int>? = pick.flatMapLatest { targets[$0] }
+    #expect(hooks[0].log == "+" && hooks[1].log == "")
+    pick.value = 1
+    #expect(hooks[0].log == "+-" && hooks[1].log == "+")
+    #expect(followed?.value == 1)
+    followed = nil
+    #expect(hooks[1].log == "+-")
+  }
+
   @Test func everyKindOfSubscriptionCounts() async {
     let hooks = HookLog()
     let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
