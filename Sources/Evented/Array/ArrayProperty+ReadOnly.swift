@@ -94,6 +94,8 @@ final class ArrayRoot<Element: Sendable>: Root {
   /// None: an array's version is its store's, written under the lock only.
   @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { nil }
 
+  @usableFromInline func sweep() { _ = hub.liveCount }
+
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {

@@ -22,6 +22,10 @@ protocol Root: AnyObject, Sendable {
   /// Where the version can be loaded without the lock, if anywhere
   /// (``Hub/versionWord``); valid while the root lives.
   var versionWord: UnsafePointer<Atomic<UInt64>>? { get }
+  /// Sweeps the source's subscriptions as its `observerCount` does: those of values
+  /// derived from it whose last observer's owner died are dropped, and those values
+  /// freed. Call with no lock held.
+  func sweep()
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
   /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
@@ -113,6 +117,8 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline func version(for reader: Snapshot.Reader) -> UInt64 { versioning(hub, reader) }
 
   @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { UnsafePointer(bitPattern: wordAddress) }
+
+  @usableFromInline func sweep() { _ = hub.liveCount }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void

@@ -57,8 +57,18 @@ extension PropertyProtocol {
 
   /// The number of subscriptions whose owner is alive.
   ///
-  /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
-  public var observerCount: Int { hub.liveCount }
+  /// Values derived from a derived value subscribe to its roots, not to it: counting
+  /// sweeps those roots too, so that a value derived from this one whose last
+  /// observer's owner died is freed here as well.
+  ///
+  /// - Complexity: O(n): subscriptions of owners that are gone are swept out first (for
+  ///   a derived value, its roots' too).
+  public var observerCount: Int {
+    if let node = readOnly.derived, node.body != nil {
+      for root in node.roots { root.sweep() }
+    }
+    return hub.liveCount
+  }
 
   /// Calls `handler` with the current value now, then with every new value, for as
   /// long as `owner` lives.

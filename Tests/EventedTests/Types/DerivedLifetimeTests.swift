@@ -22,6 +22,22 @@ import Testing
     #expect(live.value == 0)
   }
 
+  /// A value derived from a derived value subscribes to the roots, not to the value it
+  /// is derived from: that value's `observerCount` frees it all the same.
+  @Test(arguments: ["map", "array view"])
+  func lifetimeAValueWhoseObserversOwnerDiedIsFreedByTheObserverCountOfTheValueItIsDerivedFrom(_ kind: String) {
+    let live = LiveCount()
+    let property = Property(0)
+    let items = ArrayProperty<Int>([])
+    let middle = kind == "map" ? property.map { $0 + 1 } : items.readOnly.map(\.count)
+    var owner: Owner? = Owner()
+    middle.map { [tracked = Tracked(live)] in tracked.id + $0 }.observe(with: owner!) { _, _ in }
+    #expect(live.value == 1)
+    owner = nil
+    #expect(middle.observerCount == 0)
+    #expect(live.value == 0)
+  }
+
   @Test func lifetimeACombinationWhoseObserversOwnerDiedIsFreedByTheNextSubscribe() {
     let live = LiveCount()
     let a = Property(0)
