@@ -326,9 +326,20 @@ let derived = Scenario(
   twiceMapped.observe(with: anchor) { _, value in
     if value % 2 != 0 { run.violation("a map of a property written twice per transaction delivered \(value)") }
   }
+  // Written only by a handler of `trigger`, three times per event: the writes are
+  // delivered after the handler returns, by whichever thread delivers the trigger, and
+  // a map of `echo` still receives each of them, in order.
+  let trigger = EventSource<Int>()
+  let echo = Property(0)
+  let echoed = echo.map { $0 }
+  trigger.observe(with: anchor) { _, _ in
+    for _ in 0..<3 { echo.modify { $0 += 1 } }
+  }
+  let echoes = StepWatcher(run: run, label: "observer of a map written from a handler", step: 1)
+  echoed.observe(with: anchor) { _, value in echoes.see(value) }
   let queue = DispatchQueue(label: "stress.derived", attributes: .concurrent)
 
-  var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = []
+  var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = [(echoes, false, { echoed.value })]
   for (index, delivery) in [Delivery.synchronous, .queue(queue)].enumerated() {
     let onQueue = index == 1
     let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2)
@@ -554,6 +565,9 @@ let derived = Scenario(
         worker.at(.send)
         // Each worker numbers its own events; the merge keeps each producer's order.
         producers[producer].send(worker.index * stride + sent)
+      } else if roll < 87 {
+        worker.at(.send)
+        trigger.send(worker.index)
       } else if temporary.count < 3, worker.thread.random.chance(60) {
         worker.at(.subscribe)
         let mine: ReadOnlyProperty<Int> =
