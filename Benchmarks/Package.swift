@@ -5,7 +5,8 @@ let package = Package(
   name: "EventedBenchmarks",
   platforms: [.macOS(.v15)],
   products: [
-    .executable(name: "evented-bench", targets: ["EventedBench"])
+    .executable(name: "evented-bench", targets: ["EventedBench"]),
+    .executable(name: "evented-figures", targets: ["DerivedFigures"]),
   ],
   dependencies: [
     .package(name: "Evented", path: ".."),
@@ -20,7 +21,11 @@ let package = Package(
         .product(name: "OpenCombine", package: "OpenCombine"),
         .product(name: "OrderedCollections", package: "swift-collections"),
       ]
-    )
+    ),
+    .executableTarget(
+      name: "DerivedFigures",
+      dependencies: [.product(name: "Evented", package: "Evented")]
+    ),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -99,10 +99,6 @@ let usage = """
 
          evented-bench --scale [S1,S2,…]
          evented-bench --scale-profile S1 PEER|setup
-         evented-bench --derived-figures
-  --derived-figures prints deliveries per write on a diamond, how a slow subscriber of
-  a map that two threads write fares, and what 100,000 screens of derived values leave.
-
   --scale runs the arrays-at-scale rows (\(scaleRows.map(\.id).joined(separator: ", "))),
   three times per peer, and prints medians; --scale-profile runs one peer of one row
   once for callgrind (setup: only the preparation, to subtract).
@@ -163,10 +159,6 @@ enum EventedBench {
     if arguments.first == "--scale" {
       let only = arguments.count > 1 ? Set(arguments[1].lowercased().split(separator: ",").map(String.init)) : nil
       runArraysAtScale(only: only, repetitions: 3)
-      exit(0)
-    }
-    if arguments.first == "--derived-figures" {
-      runDerivedFigures()
       exit(0)
     }
     if arguments.first == "--scale-profile", arguments.count == 3 {

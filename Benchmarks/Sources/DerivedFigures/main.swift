@@ -2,17 +2,27 @@
 // than ratios to a floor: deliveries per write on a diamond, a slow subscriber of a map
 // that two threads write (how long `observe` takes to return, the memory it costs, how
 // long the writers take to stop), and many screens whose derived values' observers'
-// owners died (what is left behind). `evented-bench --derived-figures`.
+// owners died (what is left behind). One line each:
+//
+//   swift run -c release --package-path Benchmarks evented-figures
+//
+// A program of its own, so that it does not change how the benchmark's workloads are
+// compiled (their instruction counts).
 
 import Evented
 import Foundation
 import Synchronization
 
-/// Runs every derived figure and prints one line each.
-func runDerivedFigures() {
-  print(diamondFigure())
-  for sources in [1, 2] { print(hostageFigure(sources: sources)) }
-  for combined in [false, true] { print(screensFigure(combined: combined)) }
+print(diamondFigure())
+for sources in [1, 2] { print(hostageFigure(sources: sources)) }
+for combined in [false, true] { print(screensFigure(combined: combined)) }
+
+/// Resident bytes of this process, from /proc/self/statm.
+func residentBytes() -> Int {
+  guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return -1 }
+  let fields = text.split(separator: " ")
+  guard fields.count > 1, let pages = Int(fields[1]) else { return -1 }
+  return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
 /// `a` → two maps → `combineLatest`, observed; 1,000 writes.
