@@ -94,7 +94,10 @@ final class ArrayRoot<Element: Sendable>: Root {
   /// None: an array's version is its store's, written under the lock only.
   @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { nil }
 
-  @usableFromInline func sweep() { _ = hub.liveCount }
+  @usableFromInline func sweep() {
+    // Not from inside this source's own locked section.
+    if !hub.storage.isHeldByCurrentThread { _ = hub.liveCount }
+  }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void

@@ -24,7 +24,7 @@ protocol Root: AnyObject, Sendable {
   var versionWord: UnsafePointer<Atomic<UInt64>>? { get }
   /// Sweeps the source's subscriptions as its `observerCount` does: those of values
   /// derived from it whose last observer's owner died are dropped, and those values
-  /// freed. Call with no lock held.
+  /// freed. Does nothing inside the source's own locked section.
   func sweep()
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
@@ -118,7 +118,10 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
 
   @usableFromInline var versionWord: UnsafePointer<Atomic<UInt64>>? { UnsafePointer(bitPattern: wordAddress) }
 
-  @usableFromInline func sweep() { _ = hub.liveCount }
+  @usableFromInline func sweep() {
+    // Not from inside this source's own locked section (a `modify` closure or an `==`).
+    if !hub.storage.isHeldByCurrentThread { _ = hub.liveCount }
+  }
 
   @usableFromInline func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void

@@ -77,6 +77,10 @@ extension Hub {
   ///
   /// - Complexity: O(n) in the number of subscriptions, stopping at the first live one.
   @inlinable var hasLiveSubscribers: Bool {
+    // Asked by a sweep of another source from inside this one's locked section (its
+    // `==` counting the observers of a value of the same root): taken as yes, so the
+    // sweep keeps what it cannot look at.
+    if storage.isHeldByCurrentThread { return true }
     // The owner found alive is returned, so that the reference this takes to it is
     // dropped after unlocking (it may be the last one by then).
     let (found, owner) = storage.withLock { state -> (Bool, AnyObject?) in

@@ -184,6 +184,14 @@ class LockStorage<State>: ManagedBuffer<State, LockCell> {
     withUnsafeMutablePointerToElements { _ = $0.deinitialize(count: 1) }
   }
 
+  /// Whether the calling thread holds this lock: for the few checks that may run inside
+  /// the user code a lock's holder calls (a `modify` closure, an `==`), and must then
+  /// answer without it instead of locking twice.
+  @usableFromInline final var isHeldByCurrentThread: Bool {
+    let word = withUnsafeMutablePointerToElements { $0.pointee.word.load(ordering: .relaxed) }
+    return word & ~LockCell.waitersBit == currentThreadID()
+  }
+
   /// Locks and returns the token that unlocks.
   ///
   /// - Important: Stops with a message if the calling thread holds this lock already.

@@ -38,6 +38,28 @@ import Testing
     #expect(live.value == 0)
   }
 
+  /// The `==` of a derived value runs under its lock; counting the observers of its
+  /// root, or of another value of the same root, from there sweeps the root, which meets
+  /// the value whose lock is held: it is taken as observed, not looked at.
+  @Test func lifetimeCountingObserversFromTheEqualityOfAValueOfTheSameRootNeitherStopsNorFrees() {
+    let p = Property(0)
+    let other = p.map { $0 + 1 }
+    let counts = Recorder<Int>()
+    let checked = p.map { value in
+      Checked(value: value) {
+        counts.append(other.observerCount)
+        counts.append(p.observerCount)
+      }
+    }
+    let subscription = checked.observe { _ in }
+    p.value = 1
+    p.value = 1
+    #expect(counts.values.count >= 2)
+    #expect(Set(counts.values.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)) == [1])
+    #expect(p.observerCount == 1)
+    subscription.cancel()
+  }
+
   @Test func lifetimeACombinationWhoseObserversOwnerDiedIsFreedByTheNextSubscribe() {
     let live = LiveCount()
     let a = Property(0)
@@ -164,5 +186,16 @@ private func followed(_ outer: Property<Property<Int>>, tracking live: LiveCount
   outer.flatMapLatest { [tracked = Tracked(live)] target in
     _ = tracked
     return target
+  }
+}
+
+/// A value whose `==` runs `probe`, for code run under a derived value's lock.
+private struct Checked: Equatable, Sendable {
+  let value: Int
+  let probe: @Sendable () -> Void
+
+  static func == (lhs: Checked, rhs: Checked) -> Bool {
+    lhs.probe()
+    return lhs.value == rhs.value
   }
 }
