@@ -14,8 +14,11 @@
 // Who waits: a thread that may wait for room (not delivering, not in a handler), and
 // only for targets whose queue is not the one it runs on: a block running on `q` (or
 // on a queue that targets `q`), or the main thread for `.main`, never waits for `q`'s
-// subscriptions, which could not run before it returns. Queues are recognized by a
-// dispatch-specific key set on each queue handlers are submitted to.
+// subscriptions, which could not run before it returns. Queues are recognized by
+// dispatch-specific values set on each queue handlers are submitted to: its mark under
+// one key shared by all (the nearest marked queue: is this thread on any?), and under a
+// key of its own (is this thread on this queue, or on a queue that targets it, even
+// when a queue between them is marked too?).
 
 import Dispatch
 import Synchronization
@@ -103,11 +106,19 @@ final class QueuePressure: @unchecked Sendable {
     }
   }
 
-  /// Waits until no full target is one this thread may wait for.
+  /// Waits until no full target is one this thread may wait for: it never waits for a
+  /// target whose queue it runs a block on, directly or through a queue that targets
+  /// it (whichever of those queues carry marks of their own).
   func waitForRoom() {
-    let current = Self.currentQueue
+    var runsOnBase: [UInt: Bool] = [:]  // asked once per queue: this thread's queue does not change
+    func mayWait(for base: UInt) -> Bool {
+      if let runs = runsOnBase[base] { return !runs }
+      let runs = Self.runsOn(base)
+      runsOnBase[base] = runs
+      return !runs
+    }
     mutex.withLock {
-      while full.contains(where: { $0.base != current }) { mutex.wait() }
+      while full.contains(where: { mayWait(for: $0.base) }) { mutex.wait() }
     }
   }
 
@@ -115,8 +126,11 @@ final class QueuePressure: @unchecked Sendable {
 
   private static let key = DispatchSpecificKey<UInt>()
 
-  /// The last mark given to a queue; marks are given under its lock.
-  private static let lastMark = Lock<UInt>.make(0)
+  /// The key of each marked queue's own specific value, by its mark less one: the
+  /// nearest marked queue answers ``key``, but each queue answers its own key also in a
+  /// block of a queue that targets it. Marks are given under this lock; the keys are
+  /// kept for the life of the process (one per queue ever used for delivery).
+  private static let queueKeys = Lock<[DispatchSpecificKey<UInt>]>.make([])
 
   /// Marks `queue` so that blocks running on it, or on queues that target it, are
   /// recognized; returns its mark.
@@ -129,12 +143,22 @@ final class QueuePressure: @unchecked Sendable {
   /// every later one.
   static func mark(_ queue: DispatchQueue) -> UInt {
     if let mark = queue.getSpecific(key: key) { return mark }
-    return lastMark.withLock { last in
+    return queueKeys.withLock { keys in
       if let mark = queue.getSpecific(key: key) { return mark }
-      last += 1
-      queue.setSpecific(key: key, value: last)
-      return last
+      let own = DispatchSpecificKey<UInt>()
+      keys.append(own)
+      let mark = UInt(keys.count)
+      queue.setSpecific(key: own, value: mark)
+      queue.setSpecific(key: key, value: mark)
+      return mark
     }
+  }
+
+  /// Whether the calling thread runs a block on the queue marked `mark`, or on a queue
+  /// that targets it (the main thread counts as running on the main queue).
+  static func runsOn(_ mark: UInt) -> Bool {
+    let own = queueKeys.withLock { $0[Int(mark) - 1] }
+    return DispatchQueue.getSpecific(key: own) == mark
   }
 
   /// The mark of the nearest marked queue the calling thread runs a block on (the main

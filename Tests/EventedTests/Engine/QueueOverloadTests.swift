@@ -71,6 +71,27 @@ import Testing
     subscription.cancel()
   }
 
+  /// The same from a block of a queue that targets the delivery queue, when that queue
+  /// is itself used for a delivery (it then carries a mark of its own, which the lookup
+  /// of the current queue found first, and the writer waited for its own queue).
+  @Test func overloadCodeRunningOnAQueueThatTargetsTheDeliveryQueueNeverWaitsForIt() async {
+    let base = DispatchQueue(label: "base")
+    let child = DispatchQueue(label: "child", target: base)
+    let property = Property(0, backlogLimit: 1)
+    let last = Number(-1)
+    let subscription = property.observe(on: .queue(base)) { last.store($0) }
+    let other = Property(0).observe(on: .queue(child)) { _ in }  // marks `child`
+    let wrote = Gate()
+    child.async {
+      for value in 1...20 { property.value = value }
+      wrote.open()
+    }
+    #expect(wrote.wait())
+    #expect(await settles { last.value == 20 })
+    subscription.cancel()
+    other.cancel()
+  }
+
   @Test func overloadAQueueHandlerWritingItsOwnSourceNeverWaits() async {
     let property = Property(0, backlogLimit: 1)
     let last = Number(-1)
