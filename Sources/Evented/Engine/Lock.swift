@@ -299,14 +299,33 @@ final class Condition: @unchecked Sendable {
 }
 
 /// An identifier of the calling thread, never zero, with its two low bits clear.
+///
+/// Read afresh on every call, by construction. The C library declares `pthread_self`
+/// `const`, so the optimizer may compute it once and reuse the result; in an `async`
+/// function that reuse can cross a suspension, after which the task may run on another
+/// thread, and a lock taken after an `await` would carry the ID of the thread the task
+/// left (release builds stopped with "locked twice" under actor handlers that await).
+/// So the ID comes from a function of this module that is never inlined, and which
+/// reaches `pthread_self` through a declaration of our own that says nothing of its
+/// effects: to the optimizer, in this module and in any that inlines this one, it is an
+/// opaque call that may read and write memory, never merged with another call.
 @inlinable @inline(__always)
 func currentThreadID() -> UInt {
-  #if canImport(Darwin)
-    return UInt(bitPattern: pthread_self())
-  #else
-    return UInt(pthread_self())
-  #endif
+  freshThreadID()
 }
+
+/// See `currentThreadID()`.
+@usableFromInline @inline(never)
+func freshThreadID() -> UInt {
+  UInt(bitPattern: opaquePthreadSelf())
+}
+
+/// `pthread_self`, declared without the C library's `const` attribute (see
+/// `currentThreadID()`). A thread's `pthread_t` is one pointer-sized word on every
+/// platform Evented supports, returned in the first return register, and the function
+/// takes no arguments: the Swift and C calling conventions agree on such a call.
+@_silgen_name("pthread_self")
+private func opaquePthreadSelf() -> Int
 
 /// A pthread mutex and condition variable: where threads sleep (`ParkingLot`,
 /// `Condition`, `WaitRoom`). Not tied to any state.
