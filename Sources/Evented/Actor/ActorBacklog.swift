@@ -33,9 +33,41 @@ import Synchronization
 /// The senders of one actor variant waiting for room in its handlers' queues.
 @usableFromInline
 final class ActorBacklog: Sendable {
-  /// Whether the current task is a draining task of an actor variant (or was started
-  /// from one): its sends and writes never wait.
-  @TaskLocal static var isDelivering = false
+  /// The handler call the current task runs in, or was started from: a mark that stays
+  /// with every task a handler starts, and that counts only while that call runs.
+  @TaskLocal @usableFromInline static var call: HandlerCall?
+
+  /// A mark of one handler call (see ``call``): the calls of one draining task and the
+  /// number of this one.
+  @usableFromInline
+  struct HandlerCall: Sendable {
+    @usableFromInline let calls: Calls
+    @usableFromInline let number: UInt
+
+    /// Whether the call is still running.
+    var isRunning: Bool { calls.running.load(ordering: .acquiring) == number }
+  }
+
+  /// The handler calls of one draining task, numbered; `running` is the number of the
+  /// call in progress, or 0 between calls.
+  @usableFromInline
+  final class Calls: Sendable {
+    @usableFromInline let running = Atomic<UInt>(0)
+    @usableFromInline let count = Atomic<UInt>(0)
+
+    @usableFromInline init() {}
+
+    /// Runs one handler call, marked as such for the sends made inside it.
+    @usableFromInline
+    func run(_ body: () async -> Void) async {
+      // Only the draining task that owns this object counts and runs calls.
+      let number = count.load(ordering: .relaxed) &+ 1
+      count.store(number, ordering: .relaxed)
+      running.store(number, ordering: .releasing)
+      await ActorBacklog.$call.withValue(HandlerCall(calls: self, number: number)) { await body() }
+      running.store(0, ordering: .releasing)
+    }
+  }
 
   /// The most undelivered messages a handler subscription holds from senders that wait.
   @usableFromInline let limit: Int
@@ -47,16 +79,10 @@ final class ActorBacklog: Sendable {
     self.limit = limit
   }
 
-  /// Whether a send or write made now must not wait: it comes from a handler (or a
-  /// task one started), or its task is cancelled.
-  static var mayNotWait: Bool {
-    isDelivering || Task.isCancelled
-  }
-
-  /// Runs a draining task's loop, marked so that its sends and writes never wait.
-  @usableFromInline
-  static func delivering(_ body: () async -> Void) async {
-    await $isDelivering.withValue(true) { await body() }
+  /// Whether a send or write made now comes from a handler's call that is still
+  /// running (directly, or from a task the call started): it never waits.
+  static var isInHandlerCall: Bool {
+    call?.isRunning ?? false
   }
 
   /// Suspends until woken, unless `isFull` is already false once registered, or the
@@ -129,14 +155,18 @@ protocol ActorBoundedSource: Actor {
 
 extension ActorBoundedSource {
   /// Commits `input` once every handler subscription has room; at once for a call from
-  /// a handler or from a cancelled task.
+  /// a handler's call (or a task it started, while the call runs). A cancelled task
+  /// does not wait either, up to twice the limit; past that its send is refused.
+  ///
+  /// - Returns: Whether it committed: false only for a cancelled task's send that found
+  ///   a handler subscription holding twice the limit.
   @inlinable
-  nonisolated(nonsending) func commitWithinBound(_ input: Input) async {
+  nonisolated(nonsending) func commitWithinBound(_ input: Input) async -> Bool {
     // One synchronous call to the actor unless a queue is full: an actor-isolated
     // async `send` cost about 90 instructions more per send (callgrind, W1), from
     // executor switching.
-    if await commitUnlessFull(input) { return }
-    await commitWhenRoom(input)
+    if await commitUnlessFull(input) { return true }
+    return await commitWhenRoom(input)
   }
 
   /// Commits `input` unless a handler subscription is at the limit.
@@ -149,19 +179,19 @@ extension ActorBoundedSource {
     return true
   }
 
-  /// Commits `input` once every handler subscription has room (at once from a
-  /// handler).
+  /// Commits `input` once every handler subscription has room, or refuses it (see
+  /// ``commitWithinBound(_:)``).
   @usableFromInline
-  func commitWhenRoom(_ input: Input) async {
-    await waitForRoom()
+  func commitWhenRoom(_ input: Input) async -> Bool {
+    while let full = withHandlerSinks({ $0.firstAtLimit() }), !ActorBacklog.isInHandlerCall {
+      if Task.isCancelled {
+        if withHandlerSinks({ $0.hasHandlerAtLimit(times: 2) }) { return false }
+        break
+      }
+      await full.waitForRoom()
+    }
     commit(input)
-  }
-
-  /// Suspends until no live handler subscription is at the limit; at once for a call
-  /// from a handler or from a cancelled task.
-  @usableFromInline
-  func waitForRoom() async {
-    while let full = withHandlerSinks({ $0.firstAtLimit() }), !ActorBacklog.mayNotWait { await full.waitForRoom() }
+    return true
   }
 }
 

@@ -75,12 +75,20 @@ public actor ActorEventSource<Event: Sendable>: ActorBoundedSource {
   ///
   /// If a handler subscription already holds `backlogLimit` undelivered events, a send
   /// from outside a handler first waits, suspended, until each has room (the actor
-  /// is free meanwhile); a send from a handler, or from a task one started, never
-  /// waits. A task cancelled while waiting stops waiting and sends at once.
+  /// is free meanwhile). A send made inside a handler's call never waits, nor does one
+  /// from a task the handler started, while the call runs; once it returned, that
+  /// task's sends wait like any other.
   ///
+  /// A cancelled task never waits either, so that it can always finish (a handler may
+  /// cancel a sender and await it): its sends go past the limit up to twice
+  /// `backlogLimit` undelivered events. Past that, its send is refused and returns
+  /// false: nothing is queued, and memory stays bounded.
+  ///
+  /// - Returns: Whether the event was sent: false only for a send of a cancelled task
+  ///   that found a handler subscription holding twice `backlogLimit` events.
   /// - Complexity: O(n) in the number of subscriptions.
-  @inlinable
-  nonisolated(nonsending) public final func send(_ event: Event) async {
+  @inlinable @discardableResult
+  nonisolated(nonsending) public final func send(_ event: Event) async -> Bool {
     await commitWithinBound(event)
   }
 
@@ -195,7 +203,10 @@ public actor ActorEventSource<Event: Sendable>: ActorBoundedSource {
 
 extension ActorEventSource where Event == Void {
   /// Delivers an event to every current subscription; see ``send(_:)``.
-  public func send() async {
+  ///
+  /// - Returns: Whether the event was sent (see ``send(_:)``).
+  @discardableResult
+  public func send() async -> Bool {
     await send(())
   }
 }

@@ -51,6 +51,9 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let undelivered = Atomic<Int>(0)
   /// The source's waiting senders, woken when this queue has room again or ends.
   @usableFromInline let backlog: ActorBacklog
+  /// For a subscription to state, how a message merges into the one waiting before it:
+  /// the queue then holds at most one undelivered message. Nil for events, which queue.
+  @usableFromInline let merge: (@Sendable (Message, Message) -> Message)?
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
   @usableFromInline weak var source: AnyObject?
@@ -70,19 +73,23 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
     backlog: ActorBacklog,
+    merge: (@Sendable (Message, Message) -> Message)? = nil,
     _ handler: Handler
   ) -> (ActorHandler<Message>, Subscription) {
     if case .plain = handler { precondition(owner == nil, "Evented: a plain handler is owned by its handle") }
-    let core = ActorHandler(isOnce: isOnce, backlog: backlog, handler: handler)
+    let core = ActorHandler(isOnce: isOnce, backlog: backlog, merge: merge, handler: handler)
     core.source = source
     let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
     core.owner = owner
     return (core, subscription)
   }
 
-  @inlinable init(isOnce: Bool, backlog: ActorBacklog, handler: Handler) {
+  @inlinable init(
+    isOnce: Bool, backlog: ActorBacklog, merge: (@Sendable (Message, Message) -> Message)?, handler: Handler
+  ) {
     state = Lock.make(ActorHandlerState(handler: handler))
     self.backlog = backlog
+    self.merge = merge
     priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
   }
@@ -119,6 +126,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @inlinable @inline(__always)
   func push(_ message: Message) -> Bool {
     if isEnded { return false }
+    if let merge { return pushMerging(message, merge) }
     // Counted before it can be taken, so that the count never drops below zero.
     undelivered.wrappingAdd(1, ordering: .relaxed)
     switch state.withLock({ $0.push(message) }) {
@@ -130,16 +138,68 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     }
   }
 
-  @inlinable
-  func startDraining() {
-    Task.detached(priority: priority) { await ActorBacklog.delivering { await self.drain() } }
+  /// Queues `message`, merged into the message waiting, if any, and starts the draining
+  /// task if none runs. The message it replaces is released after unlocking.
+  @usableFromInline
+  func pushMerging(_ message: Message, _ merge: (Message, Message) -> Message) -> Bool {
+    undelivered.wrappingAdd(1, ordering: .relaxed)
+    let (push, replaced) = state.withLock { $0.push(message, merging: merge) }
+    if replaced != nil { undelivered.wrappingSubtract(1, ordering: .relaxed) }
+    switch push {
+    case .queued: return true
+    case .refused: return false
+    case .start:
+      startDraining()
+      return true
+    }
   }
 
-  /// Delivers the queue until it is empty or the subscription ends.
   @inlinable
-  func drain() async {
+  func startDraining() {
+    Task.detached(priority: priority) {
+      #if FaultInjection
+        if Planted.threadIDAcrossAwait {
+          await StaleThread.$id.withValue(currentThreadID()) { await self.drain() }
+          return
+        }
+      #endif
+      await self.drain()
+    }
+  }
+
+  /// Queues the replay of a new subscription, whose first delivery the source's
+  /// replaying task makes (``drain(firstBatchOnly:)``), so that a subscription needs no
+  /// task of its own until then.
+  ///
+  /// - Returns: Whether the caller must hand the subscription to the replaying task
+  ///   (it was idle); false if it is already draining, or over.
+  @usableFromInline
+  func pushReplay(_ message: Message) -> Bool {
+    undelivered.wrappingAdd(1, ordering: .relaxed)
+    return state.withLock { $0.push(message) } == .start
+  }
+
+  /// Delivers the queue until it is empty or the subscription ends; with
+  /// `firstBatchOnly`, only what is queued now, after which a task of the subscription's
+  /// own takes over if more is queued.
+  ///
+  /// Each handler call runs marked as a call of a handler (``ActorBacklog/HandlerCall``):
+  /// its sends never wait, nor those of a task it starts, until it returns. A call that
+  /// leaves its task cancelled (a handler may cancel the task it runs in) hands the rest
+  /// of the queue to a new task, so that the next call starts uncancelled.
+  @inlinable
+  func drain(firstBatchOnly: Bool = false) async {
     var batch = Ring<Message>()
+    let calls = ActorBacklog.Calls()
+    var isFirstBatch = true
     while true {
+      if firstBatchOnly && !isFirstBatch {
+        let (continues, released) = state.withLock { $0.afterFirstBatch() }
+        _ = released
+        if continues { startDraining() }
+        return
+      }
+      isFirstBatch = false
       let handler: Handler
       switch state.withLock({ $0.take(into: &batch) }) {
       case .deliver(let taken): handler = taken
@@ -157,7 +217,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
         case .plain(let body):
           // Owned by its handle, whose deinit cancels: the ended bit says it all.
           if isOnce { end() }
-          await body(message)
+          await calls.run { await body(message) }
         case .owned(let body):
           guard let owner else {
             markReturned()
@@ -165,11 +225,16 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
             return
           }
           if isOnce { end() }
-          await body(owner, message)
+          await calls.run { await body(owner, message) }
         }
         markReturned()
         if isOnce {
           endAndRelease()
+          return
+        }
+        if Task.isCancelled {
+          state.withLock { $0.putBack(&batch) }
+          startDraining()
           return
         }
       }
@@ -224,6 +289,16 @@ enum ActorHandlerBody<Message: Sendable>: Sendable {
   /// handle's deinit cancels it, so the ended bit is the whole liveness check.
   case plain(@Sendable (Message) async -> Void)
 
+  /// The same handler, not called with the messages `skips` picks.
+  func skipping(_ skips: @escaping @Sendable (Message) -> Bool) -> Self {
+    switch self {
+    case .owned(let body):
+      .owned { owner, message in if !skips(message) { await body(owner, message) } }
+    case .plain(let body):
+      .plain { message in if !skips(message) { await body(message) } }
+    }
+  }
+
   /// A handler of the owner, as its own type, and the message.
   static func owned<Owner: AnyObject>(
     by _: Owner.Type, _ handler: @escaping @Sendable (Owner, Message) async -> Void
@@ -276,6 +351,20 @@ struct ActorHandlerState<Message: Sendable> {
     return .start
   }
 
+  /// Queues `message`, merged into the one waiting if there is one (a subscription to
+  /// state holds at most one).
+  ///
+  /// - Returns: What the push did, and the waiting message it replaced.
+  @usableFromInline
+  mutating func push(_ message: Message, merging merge: (Message, Message) -> Message) -> (ActorPush, Message?) {
+    guard handler != nil else { return (.refused, nil) }
+    if let waiting = queue.removeFirst() {
+      queue.append(merge(waiting, message))
+      return (.queued, waiting)
+    }
+    return (push(message), nil)
+  }
+
   /// Swaps the queue with the draining task's empty `batch`.
   ///
   /// - Returns: The handler to deliver the batch with; or, if there is nothing to
@@ -291,6 +380,24 @@ struct ActorHandlerState<Message: Sendable> {
     }
     swap(&queue, &batch)
     return .deliver(handler)
+  }
+
+  /// After a replaying task's one batch: whether messages wait, for a task of the
+  /// subscription's own to deliver (the state stays draining); if none, the state is
+  /// idle again, and the handler is released after unlocking if the source is gone.
+  @usableFromInline
+  mutating func afterFirstBatch() -> (continues: Bool, release: Handler?) {
+    if handler != nil, queue.count > 0 { return (true, nil) }
+    isDraining = false
+    return (false, isSourceEnded ? handler.take() : nil)
+  }
+
+  /// Puts the messages the draining task took and did not deliver back at the front of
+  /// the queue, for the task that takes over from it. The state stays draining.
+  @usableFromInline
+  mutating func putBack(_ batch: inout Ring<Message>) {
+    while let message = queue.removeFirst() { batch.append(message) }
+    swap(&queue, &batch)
   }
 
   /// - Returns: What to release after unlocking.

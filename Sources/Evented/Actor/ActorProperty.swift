@@ -55,7 +55,7 @@
 ///   when it is deinitialized, its sequences finish, and each handler task delivers
 ///   the values already queued and ends; the handler and its captures are then
 ///   released.
-public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
+public actor ActorProperty<Value: Sendable> {
   /// The current value: the latest committed one.
   public var value: Value { current }
   @usableFromInline var current: Value
@@ -65,23 +65,32 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
   @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
   /// The handler subscriptions.
   @exclusivity(unchecked) @usableFromInline var updateSinks: ActorSinks<Update<Value>>
+  /// New handler subscriptions whose replay waits for the replaying task.
+  var replays = Ring<ActorHandler<Update<Value>>>()
+  /// Whether a replaying task runs.
+  var isReplaying = false
 
-  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int) {
-    precondition(backlogLimit >= 1, "Evented: backlogLimit must be at least 1")
+  init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
     self.current = value
     self.isDuplicate = isDuplicate
-    self.updateSinks = ActorSinks(limit: backlogLimit)
+    self.updateSinks = ActorSinks()
   }
 
   /// Creates a property that notifies on every write.
   ///
-  /// - Parameters:
-  ///   - value: The initial value.
-  ///   - backlogLimit: How many writes a handler subscription may hold undelivered
-  ///     before a write from outside a handler waits for it (see ``setValue(_:)``).
-  ///     Must be at least 1.
-  public init(_ value: Value, backlogLimit: Int = 1_024) {
-    self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)
+  /// - Parameter value: The initial value.
+  public init(_ value: Value) {
+    self.init(value: value, isDuplicate: nil)
+  }
+
+  /// Creates a property that notifies on every write.
+  ///
+  /// A property's handlers hold at most one undelivered value, so writes never wait and
+  /// no limit applies: `backlogLimit` is only checked to be at least 1.
+  @available(*, deprecated, message: "writes to an ActorProperty never wait: its handlers keep the newest value")
+  public init(_ value: Value, backlogLimit: Int) {
+    precondition(backlogLimit >= 1, "Evented: backlogLimit must be at least 1")
+    self.init(value: value, isDuplicate: nil)
   }
 
   deinit {
@@ -92,14 +101,11 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
   /// Sets the value and notifies the subscriptions, unless duplicates are skipped and
   /// `newValue` equals the current value.
   ///
-  /// If a handler subscription already holds `backlogLimit` undelivered values, a write
-  /// from outside a handler first waits, suspended, until each has room (the actor is
-  /// free meanwhile, so the value may change before this write commits); a write from
-  /// a handler, or from a task one started, never waits. A task cancelled while
-  /// waiting stops waiting and writes at once.
+  /// Never waits for a handler: a handler subscription holds at most one undelivered
+  /// value, the newest (a change merged from the last value it received).
   @inlinable
   nonisolated(nonsending) public final func setValue(_ newValue: Value) async {
-    await commitWithinBound(newValue)
+    await commit(newValue)
   }
 
   /// Changes the value in place, atomically, and notifies once with the old and new
@@ -109,8 +115,8 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
   /// await counter.modify { $0 += 1 }
   /// ```
   ///
-  /// Waits for room first, as ``setValue(_:)`` does; then reads, changes and commits
-  /// the value in one step on the actor, so no other write comes between.
+  /// Reads, changes and commits the value in one step on the actor, so no other write
+  /// comes between. Never waits for a handler, as ``setValue(_:)``.
   ///
   /// - Parameter body: Mutates a copy of the value, on the actor. If it throws, the
   ///   value stays as it was.
@@ -119,7 +125,6 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
   public func modify<Result: Sendable, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) async throws(Failure) -> Result {
-    if updateSinks.hasHandlerAtLimit() { await waitForRoom() }
     var next = value
     let result = try body(&next)
     commit(next)
@@ -289,23 +294,56 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
     if updateSinks.count != 0 { updateSinks.push(Update(old: old, new: newValue, isInitial: false)) }
   }
 
-  @inlinable
-  final func withHandlerSinks<Result>(_ body: (inout ActorSinks<Update<Value>>) -> Result) -> Result {
-    body(&updateSinks)
-  }
-
   private func subscribe(
     owner: (any AnyObject & Sendable)?,
     replays: Bool,
     isOnce: Bool = false,
     _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
+    // A merged update whose values are equal is no change: skipped, as an equal write.
+    var handler = handler
+    if let isDuplicate { handler = handler.skipping { $0.isMerged && !$0.isInitial && isDuplicate($0.old, $0.new) } }
     let (core, subscription) = ActorHandler<Update<Value>>.make(
-      source: self, owner: owner, isOnce: isOnce, backlog: updateSinks.backlogForHandler(), handler)
-    if replays { _ = core.push(Update(old: value, new: value, isInitial: true)) }
+      source: self, owner: owner, isOnce: isOnce, backlog: updateSinks.backlogForHandler(),
+      // A once-subscription keeps the first value waiting: the next value after it subscribed.
+      merge: isOnce ? { waiting, _ in waiting } : Update.merging, handler)
+    if replays, core.pushReplay(Update(old: value, new: value, isInitial: true)) {
+      self.replays.append(core)
+      if !isReplaying {
+        isReplaying = true
+        startReplaying()
+      }
+    }
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))
     return subscription
+  }
+
+  /// Starts the task that makes the first delivery of new subscriptions, one after
+  /// another: a subscription needs no task of its own until its replay is delivered
+  /// (a task costs about 1.8 KB until it runs; a burst of subscriptions would hold one
+  /// each). A subscription with more to deliver after its replay gets its own task.
+  private nonisolated func startReplaying() {
+    Task.detached { await self.replayAll() }
+  }
+
+  /// The next subscription to replay to, or nil once there is none (the replaying
+  /// task then ends).
+  private func nextReplay() -> ActorHandler<Update<Value>>? {
+    if let next = replays.removeFirst() { return next }
+    isReplaying = false
+    return nil
+  }
+
+  private nonisolated func replayAll() async {
+    while let core = await nextReplay() {
+      await core.drain(firstBatchOnly: true)
+      // A handler may cancel the task it runs in: the next replay starts uncancelled.
+      if Task.isCancelled {
+        startReplaying()
+        return
+      }
+    }
   }
 
   private func sweepIfGrown() {
@@ -321,19 +359,33 @@ public actor ActorProperty<Value: Sendable>: ActorBoundedSource {
 extension ActorProperty where Value: Equatable {
   /// Creates a property that skips writes equal to the current value.
   ///
-  /// - Parameters:
-  ///   - value: The initial value.
-  ///   - backlogLimit: How many writes a handler subscription may hold undelivered
-  ///     before a write from outside a handler waits for it (see ``setValue(_:)``).
-  ///     Must be at least 1.
-  public init(_ value: Value, backlogLimit: Int = 1_024) {
-    self.init(value: value, isDuplicate: Self.equals, backlogLimit: backlogLimit)
+  /// - Parameter value: The initial value.
+  public init(_ value: Value) {
+    self.init(value: value, isDuplicate: Self.equals)
   }
 
   /// Creates a property; with `skipsDuplicates`, writes equal to the current value
   /// notify nobody.
-  public init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int = 1_024) {
-    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit)
+  public init(_ value: Value, skipsDuplicates: Bool) {
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
+  }
+
+  /// Creates a property that skips writes equal to the current value.
+  ///
+  /// A property's handlers hold at most one undelivered value, so writes never wait and
+  /// no limit applies: `backlogLimit` is only checked to be at least 1.
+  @available(*, deprecated, message: "writes to an ActorProperty never wait: its handlers keep the newest value")
+  public init(_ value: Value, backlogLimit: Int) {
+    precondition(backlogLimit >= 1, "Evented: backlogLimit must be at least 1")
+    self.init(value: value, isDuplicate: Self.equals)
+  }
+
+  /// Creates a property; with `skipsDuplicates`, writes equal to the current value
+  /// notify nobody.
+  @available(*, deprecated, message: "writes to an ActorProperty never wait: its handlers keep the newest value")
+  public init(_ value: Value, skipsDuplicates: Bool, backlogLimit: Int) {
+    precondition(backlogLimit >= 1, "Evented: backlogLimit must be at least 1")
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil)
   }
 
   private static var equals: @Sendable (Value, Value) -> Bool { { $0 == $1 } }

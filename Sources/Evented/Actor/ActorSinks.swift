@@ -112,7 +112,8 @@ struct ActorSinks<Message: Sendable>: Sendable {
     return made
   }
 
-  /// Whether a live handler subscription has `limit` undelivered messages or more.
+  /// Whether a live handler subscription has `limit` undelivered messages or more
+  /// (`times` the limit).
   ///
   /// `mutating` only so that the actor's list is read in place rather than copied (a
   /// retain and a release per send).
@@ -120,8 +121,8 @@ struct ActorSinks<Message: Sendable>: Sendable {
   /// - Complexity: O(n) in the number of subscriptions, once a handler subscribed
   ///   (from the start with a limit other than the default); O(1) before.
   @inlinable
-  mutating func hasHandlerAtLimit() -> Bool {
-    guard let limit = backlog?.limit else { return false }
+  mutating func hasHandlerAtLimit(times: Int = 1) -> Bool {
+    guard let limit = backlog.map({ $0.limit &* times }) else { return false }
     for index in items.indices {
       if let handler = items[index].handler, handler.isAtLimit(limit) { return true }
     }

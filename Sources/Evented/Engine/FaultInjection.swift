@@ -49,6 +49,9 @@
       /// A transaction's writes are visible to other threads' derived values as soon
       /// as each is made, not all at once when the transaction ends.
       case transactionSeenInPart = 6
+      /// An actor variant's handler task reads its thread's ID before a handler's
+      /// `await` and locks with it after, when the task may run on another thread.
+      case threadIDAcrossAwait = 7
     }
 
     /// The bug planted now, if any.
@@ -77,5 +80,14 @@
       FaultInjection.isPlanted(.derivedUsesDeliveredValue)
     }
     @usableFromInline static var transactionSeenInPart: Bool { FaultInjection.isPlanted(.transactionSeenInPart) }
+    @usableFromInline static var threadIDAcrossAwait: Bool { FaultInjection.isPlanted(.threadIDAcrossAwait) }
+  }
+
+  /// The thread ID that every lock of a task claims while the planted
+  /// `threadIDAcrossAwait` is on: the thread its drain loop started on, read once, as
+  /// an optimizer that takes `pthread_self` for `const` may do in an `async` function.
+  @usableFromInline
+  enum StaleThread {
+    @TaskLocal @usableFromInline static var id: UInt?
   }
 #endif

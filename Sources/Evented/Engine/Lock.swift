@@ -311,7 +311,10 @@ final class Condition: @unchecked Sendable {
 /// opaque call that may read and write memory, never merged with another call.
 @inlinable @inline(__always)
 func currentThreadID() -> UInt {
-  freshThreadID()
+  #if FaultInjection
+    if Planted.threadIDAcrossAwait, let stale = StaleThread.id { return stale }
+  #endif
+  return freshThreadID()
 }
 
 /// See `currentThreadID()`.

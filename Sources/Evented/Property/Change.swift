@@ -34,18 +34,27 @@ struct Update<Value: Sendable>: Sendable {
   // the unspecialized handler call of a property subscription would otherwise look up.
   @usableFromInline let new: Value
   @usableFromInline let old: Value
-  /// `isInitial` and `isTransactional`, in one byte, so that a message copies as few
+  /// `isInitial`, `isTransactional` and `isMerged`, in one byte, so that a message copies as few
   /// fields as before the second flag.
   @usableFromInline let flags: UInt8
 
-  @inlinable init(old: Value, new: Value, isInitial: Bool, isTransactional: Bool = false) {
+  @inlinable init(old: Value, new: Value, isInitial: Bool, isTransactional: Bool = false, isMerged: Bool = false) {
     self.old = old
     self.new = new
-    flags = (isInitial ? 1 : 0) | (isTransactional ? 2 : 0)
+    flags = (isInitial ? 1 : 0) | (isTransactional ? 2 : 0) | (isMerged ? 4 : 0)
+  }
+
+  /// `waiting` and then `newer`, as one update: from the old value of the first to the
+  /// new value of the second (a replay stays a replay, of the newer value).
+  @inlinable static func merging(_ waiting: Self, _ newer: Self) -> Self {
+    Update(old: waiting.old, new: newer.new, isInitial: waiting.isInitial, isMerged: true)
   }
 
   /// The current value replayed to a new subscription, not a change.
   @inlinable var isInitial: Bool { flags & 1 != 0 }
   /// A change made inside a transaction.
   @inlinable var isTransactional: Bool { flags & 2 != 0 }
+  /// Several changes merged into one while they waited (`merging`): its old and new
+  /// values may be equal.
+  @inlinable var isMerged: Bool { flags & 4 != 0 }
 }

@@ -107,11 +107,14 @@ import Testing
     await property.setValue(7)
     #expect(await settles { changes.values.last?.newValue == 7 })
     let all = changes.values
-    #expect(all.first == Change(oldValue: 1, newValue: 2))
+    // Changes a slow handler was behind on arrive merged; each starts where the last ended.
+    #expect(all.first?.oldValue == 1)
+    #expect(zip(all, all.dropFirst()).allSatisfy { $0.newValue == $1.oldValue })
     #expect(all.allSatisfy { $0.oldValue != $0.newValue })
     let every = ActorProperty(1, skipsDuplicates: false)
     let seen = Recorder<Int>()
     let everySubscription = await every.observe { value in seen.append(value) }
+    #expect(await settles { seen.values == [1] })
     await every.setValue(1)
     #expect(await settles { seen.values == [1, 1] })
     subscription.cancel()

@@ -92,8 +92,12 @@ import Testing
     }
     #expect(doubled == 10)
     #expect(await property.value == 10)
-    #expect(await settles { changes.count == 2 })
-    #expect(changes.values == [Change(oldValue: 1, newValue: 5), Change(oldValue: 5, newValue: 10)])
+    // The handler may have been behind: the two changes then arrive merged into one.
+    #expect(await settles { changes.values.last?.newValue == 10 })
+    let received = changes.values
+    #expect(
+      received == [Change(oldValue: 1, newValue: 5), Change(oldValue: 5, newValue: 10)]
+        || received == [Change(oldValue: 1, newValue: 10)])
     struct Refused: Error {}
     await #expect(throws: Refused.self) {
       try await property.modify { (value: inout Int) throws(Refused) in

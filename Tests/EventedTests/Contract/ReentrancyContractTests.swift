@@ -105,7 +105,13 @@ import Testing
     #expect(await settles { log.values.contains("late3") })
     let all = log.values
     #expect(all.filter { $0.hasPrefix("a") } == ["a1", "a2"], "in order, and not called after its own cancel")
-    #expect(all.filter { $0.hasPrefix("late") } == ["late2", "late3"], "added during 1, so 1 is not delivered to it")
+    let late2and3 = all.filter { $0.hasPrefix("late") }
+    if kind.coalesces {
+      // State: 2 may wait and be replaced by 3 before the late handler runs.
+      #expect(late2and3 == ["late2", "late3"] || late2and3 == ["late3"], "added during 1, so 1 is not delivered to it")
+    } else {
+      #expect(late2and3 == ["late2", "late3"], "added during 1, so 1 is not delivered to it")
+    }
     #expect(await property.value == 1)
     late.cancel()
     #expect(await source.observerCount == 0)

@@ -302,6 +302,10 @@ enum ActorEventSubjectKind: String, CaseIterable, Sendable, CustomStringConverti
 
   var description: String { rawValue }
 
+  /// Whether it is state: a handler holds one waiting value, the newest, so a slow one
+  /// skips to it instead of receiving every value.
+  var coalesces: Bool { self == .actorProperty || self == .actorPropertyView }
+
   func make() -> any ActorEventSubject {
     switch self {
     case .actorEventSource: ActorEventSourceSubject(viewed: false)

@@ -8,13 +8,8 @@ extension ActorEventSource {
   fileprivate var senders: ActorBacklog { sinks.backlog! }
 }
 
-extension ActorProperty {
-  /// Where its writers wait for room; made by the first handler subscription.
-  fileprivate var writers: ActorBacklog { updateSinks.backlog! }
-}
-
 extension ActorBacklog {
-  /// How many senders or writers wait for room. Read without the actor, so that
+  /// How many senders wait for room. Read without the actor, so that
   /// reading it never holds the actor when the sender arrives.
   fileprivate var waiting: Int { waiterCount.load(ordering: .relaxed) }
 }
@@ -52,27 +47,79 @@ private func busy(nanoseconds: Int64) {
     subscription.cancel()
   }
 
-  @Test func slowHandlerNeverHoldsMoreThanTheBacklogLimitOfValues() async {
-    let limit = 16
-    let property = ActorProperty(0, backlogLimit: limit)
-    let peak = Number(0)
-    let last = Number(-1)
+  @Test func writerNeverWaitsForASlowPropertyHandlerWhichEndsOnTheNewestValue() async {
+    let property = ActorProperty(0)
+    let gate = AsyncGate()
+    let received = Recorder<Int>()
+    let holding = Flag()
     let subscription = await property.observe { value in
-      // Read on the actor: the latest committed value, so the difference is the
-      // number of writes committed after this one and not yet started.
-      let backlog = await property.value - value
-      if backlog > peak.value { peak.store(backlog) }
-      busy(nanoseconds: 20_000)
-      last.store(value)
-    }
-    await withTaskGroup(of: Void.self) { group in
-      for _ in 0..<4 {
-        group.addTask { for _ in 0..<500 { await property.modify { $0 += 1 } } }
+      if value == 1 {
+        holding.set()
+        await gate.wait()
       }
+      received.append(value)
     }
-    #expect(await property.value == 2_000)
-    #expect(await settles { last.value == 2_000 }, "the final value is delivered")
-    #expect(peak.value <= limit)
+    #expect(await settles { received.values == [0] })
+    await property.setValue(1)
+    #expect(await settles { holding.isSet })
+    // The handler is held on 1: every later write returns without it.
+    for value in 2...2_000 { await property.setValue(value) }
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<4 { group.addTask { for _ in 0..<500 { await property.modify { $0 += 1 } } } }
+    }
+    #expect(await property.value == 4_000)
+    gate.open()
+    #expect(await settles { received.values.last == 4_000 })
+    #expect(received.values == [0, 1, 4_000], "one waiting value, the newest")
+    subscription.cancel()
+  }
+
+  @Test func mergedChangeStartsWhereTheLastDeliveredOneEnded() async {
+    let property = ActorProperty(0)
+    let gate = AsyncGate()
+    let changes = Recorder<Change<Int>>()
+    let holding = Flag()
+    let subscription = await property.observeChanges { change in
+      if change.newValue == 1 {
+        holding.set()
+        await gate.wait()
+      }
+      changes.append(change)
+    }
+    await property.setValue(1)
+    #expect(await settles { holding.isSet })
+    for value in 2...5 { await property.setValue(value) }
+    // 2 to 5 are merged while 1 is held.
+    gate.open()
+    #expect(await settles { changes.count == 2 })
+    await property.setValue(3)
+    #expect(await settles { changes.count == 3 })
+    let pairs = changes.values.map { [$0.oldValue, $0.newValue] }
+    #expect(pairs == [[0, 1], [1, 5], [5, 3]])
+    subscription.cancel()
+  }
+
+  @Test func mergedChangeBackToTheDeliveredValueIsSkipped() async {
+    let property = ActorProperty(0)
+    let gate = AsyncGate()
+    let changes = Recorder<Change<Int>>()
+    let holding = Flag()
+    let subscription = await property.observeChanges { change in
+      if change.newValue == 1 {
+        holding.set()
+        await gate.wait()
+      }
+      changes.append(change)
+    }
+    await property.setValue(1)
+    #expect(await settles { holding.isSet })
+    await property.setValue(2)
+    await property.setValue(1)
+    gate.open()
+    await property.setValue(7)
+    #expect(await settles { changes.values.last?.newValue == 7 })
+    let pairs = changes.values.map { [$0.oldValue, $0.newValue] }
+    #expect(pairs == [[0, 1], [1, 7]], "1 to 2 to 1, merged, is no change")
     subscription.cancel()
   }
 
@@ -146,44 +193,70 @@ private func busy(nanoseconds: Int64) {
     second.cancel()
   }
 
-  @Test func taskStartedByAHandlerDoesNotWait() async {
-    let property = ActorProperty(0, backlogLimit: 2)
-    let gate = AsyncGate()
+  @Test func taskStartedByAHandlerDoesNotWaitWhileTheHandlerRuns() async {
+    let source = ActorEventSource<Int>(backlogLimit: 2)
     let last = Number(-1)
     let done = Flag()
-    let subscription = await property.observe { value in
-      if value == 1 {
-        // The handler is held until the task has written past the limit.
+    let subscription = await source.observe { event in
+      if event == 1 {
+        // The handler awaits the task, which sends past the limit to this handler.
         await Task {
-          for next in 2...20 { await property.setValue(next) }
+          for next in 2...20 { await source.send(next) }
           done.set()
         }.value
       }
-      if value == 0 { await gate.wait() }
-      last.store(value)
+      last.store(event)
     }
-    await property.setValue(1)
-    gate.open()
+    await source.send(1)
     #expect(await settles { done.isSet })
     #expect(await settles { last.value == 20 })
     subscription.cancel()
   }
 
+  @Test func taskStartedByAHandlerWaitsAfterTheHandlerReturned() async {
+    let source = ActorEventSource<Int>(backlogLimit: 4)
+    let gate = AsyncGate()
+    let started = Recorder<Task<Void, Never>>()
+    let sent = Number(0)
+    let subscription = await source.observe { event in
+      if event == 0 {
+        // Started from the handler, on the signalling executor, and left running.
+        started.append(
+          Task(executorPreference: SignallingExecutor.shared) {
+            for next in 1...100 {
+              await source.send(next)
+              sent.store(next)
+            }
+          })
+      }
+      if event == 1 { await gate.wait() }
+    }
+    await source.send(0)
+    let senders = await source.senders
+    // The handler returned from event 0 and is held on 1: the task fills the queue and
+    // then waits like any other sender.
+    #expect(await settles { senders.waiting == 1 })
+    #expect(sent.value <= 1 + 4 + 1, "the task sent \(sent.value): it went past the limit")
+    gate.open()
+    await started.values.first?.value
+    #expect(sent.value == 100)
+    subscription.cancel()
+  }
+
   // MARK: Releasing waiters
 
-  @Test func cancellingTheSubscriptionReleasesAWaitingWriter() async {
-    let property = ActorProperty(0, backlogLimit: 8)
+  @Test func cancellingTheSubscriptionReleasesAWaitingSender() async {
+    let source = ActorEventSource<Int>(backlogLimit: 8)
     let gate = AsyncGate()
-    let subscription = await property.observeChanges { _ in await gate.wait() }
-    let writers = await property.writers
-    let writer = Task(executorPreference: SignallingExecutor.shared) {
-      for _ in 1...100 { await property.modify { $0 += 1 } }
+    let subscription = await source.observe { _ in await gate.wait() }
+    let senders = await source.senders
+    let sender = Task(executorPreference: SignallingExecutor.shared) {
+      for event in 1...100 { await source.send(event) }
     }
-    #expect(await settles { writers.waiting == 1 })
+    #expect(await settles { senders.waiting == 1 })
     subscription.cancel()
-    await writer.value
-    #expect(await property.value == 100)
-    #expect(await property.observerCount == 0)
+    await sender.value
+    #expect(await source.observerCount == 0)
     gate.open()
   }
 
@@ -222,6 +295,63 @@ private func busy(nanoseconds: Int64) {
     gate.open()
     #expect(await settles { handled.count == 6 }, "the cancelled send was committed, after the others")
     #expect(handled.values == Array(1...6))
+    subscription.cancel()
+  }
+
+  @Test func cancelledSenderIsRefusedPastTwiceTheLimitSoMemoryStaysBounded() async {
+    let source = ActorEventSource<Int>(backlogLimit: 4)
+    let gate = AsyncGate()
+    let handled = Recorder<Int>()
+    let holding = Flag()
+    let subscription = await source.observe { event in
+      if event == 1 {
+        holding.set()
+        await gate.wait()
+      }
+      handled.append(event)
+    }
+    await source.send(1)
+    #expect(await settles { holding.isSet })
+    let results = await Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      var results: [Bool] = []
+      for event in 2...100 { results.append(await source.send(event)) }
+      return results
+    }.value
+    // Event 1 is being handled; 2 to 9 wait (twice the limit); the rest is refused.
+    #expect(results == Array(repeating: true, count: 8) + Array(repeating: false, count: 91))
+    gate.open()
+    #expect(await settles { handled.count == 9 })
+    #expect(handled.values == Array(1...9), "nothing refused is delivered, nothing sent is lost")
+    subscription.cancel()
+  }
+
+  @Test func handlerMayCancelAndAwaitASenderThatWaitsForIt() async {
+    let source = ActorEventSource<Int>(backlogLimit: 4)
+    let producer = Recorder<Task<Int, Never>>()
+    let gate = AsyncGate()
+    let finished = Flag()
+    let subscription = await source.observe { event in
+      if event == 1 {
+        await gate.wait()
+        // The producer waits for room in this very handler's queue.
+        guard let task = producer.values.first else { return }
+        task.cancel()
+        _ = await task.value
+        finished.set()
+      }
+    }
+    let senders = await source.senders
+    producer.append(
+      Task(executorPreference: SignallingExecutor.shared) {
+        var sent = 0
+        for event in 1...10_000 where await source.send(event) { sent += 1 }
+        return sent
+      })
+    #expect(await settles { senders.waiting == 1 })
+    gate.open()
+    #expect(await settles { finished.isSet }, "the handler's await of the cancelled sender ended")
+    #expect(senders.waiting == 0)
     subscription.cancel()
   }
 }

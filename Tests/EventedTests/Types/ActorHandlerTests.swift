@@ -47,8 +47,9 @@ import Testing
         #expect(await settles { seen.values.last == value })
       }
     }
-    #expect(await settles { seen.count == 201 })
-    #expect(seen.values == Array(0...200))
+    #expect(await settles { seen.values.last == 200 })
+    // State: a handler behind the writes skips to the newest, never back.
+    #expect(seen.values == seen.values.sorted() && Set(seen.values).count == seen.count)
     subscription.cancel()
   }
 
@@ -146,9 +147,23 @@ import Testing
       made.withLock { $0 = subscription }
     }
     #expect(await settles { made.current != nil })
-    await Task(priority: .high) { await source.send(1) }.value
+    _ = await Task(priority: .high) { await source.send(1) }.value
     #expect(await settles { priorities.current.count == 1 })
     #expect(priorities.current == [.utility])
     made.current?.cancel()
+  }
+
+  @Test func eachHandlerCallStartsUncancelled() async {
+    let source = ActorEventSource<Int>()
+    let cancelledAtStart = Recorder<Bool>()
+    let subscription = await source.observe { event in
+      cancelledAtStart.append(Task.isCancelled)
+      // A handler may cancel the task it runs in; the calls after it must not inherit it.
+      if event % 3 == 0 { withUnsafeCurrentTask { $0?.cancel() } }
+    }
+    for event in 0..<20 { await source.send(event) }
+    #expect(await settles { cancelledAtStart.count == 20 })
+    #expect(cancelledAtStart.values == Array(repeating: false, count: 20))
+    subscription.cancel()
   }
 }
