@@ -4,6 +4,8 @@
 //   swift run -c release evented-stress [--seconds S] [--threads N] [--scenario NAME]
 //                                        [--seed X] [--plant BUG]
 
+import Dispatch
+
 #if FaultInjection
   @_spi(FaultInjection) import Evented
   @_spi(FaultInjection) import StressKit
@@ -111,8 +113,14 @@ while let argument = arguments.popFirst() {
   }
 }
 
-let reports = StressSuite.run(options)
-exit(reports.contains { $0.violations > 0 } ? 1 : 0)
+// The scenarios run on a thread of their own, while the main thread serves the main
+// queue, where the handlers that run on the main actor go.
+let suiteOptions = options
+DispatchQueue.global().async {
+  let reports = StressSuite.run(suiteOptions)
+  exit(reports.contains { $0.violations > 0 } ? 1 : 0)
+}
+dispatchMain()
 
 extension String {
   fileprivate func padding(_ width: Int) -> String {

@@ -1,6 +1,7 @@
 // Scenario "actors": writer tasks `modify` an `ActorProperty` and send to an
 // `ActorEventSource`, while other tasks subscribe async handlers (with owners or
-// owner-less), iterate `values`, cancel and drop owners at random.
+// owner-less), iterate `values`, cancel and drop owners at random. Beside them, eight
+// senders feed handlers that suspend (ActorsAwaiting.swift, with its own invariants).
 //
 // Invariants:
 // - each handler subscription sees the counter's commits consecutively (every write
@@ -179,6 +180,10 @@ let actors = Scenario(
     }
   }
 
+  // Handlers that suspend, beside the rest (ActorsAwaiting.swift).
+  let awaiting = AwaitingHandlers(run: run)
+  awaiting.start()
+
   run.work(workers: 0) { _ in }
   shared.stop.store(true, ordering: .relaxed)
   if !run.eventually(within: 10, { shared.tasksRunning.load(ordering: .relaxed) == 0 }) {
@@ -196,6 +201,7 @@ let actors = Scenario(
     return result.withLock { $0 }
   }
 
+  awaiting.finish { property in blockingResult { await property.value } }
   let value = blockingResult { await counter.value } ?? -2
   if !run.eventually(within: 5, { steady.last.load(ordering: .acquiring) == value }) {
     run.violation("actors: a handler ended on \(steady.last.load(ordering: .acquiring)), the value is \(value)")
