@@ -23,7 +23,10 @@ extension Hub {
   /// Waits, in arrival order, until the backlog has room.
   @usableFromInline func waitInLine(_ token: consuming Token) -> Token {
     let (room, ticket) = token.state.pointee.queue.enterRoom()
-    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
+    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) {
+      room.asleep += 1
+      token.wait(room)
+    }
     if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
     return token
   }

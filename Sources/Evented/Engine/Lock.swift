@@ -276,9 +276,12 @@ final class Condition: @unchecked Sendable {
   // @unchecked Sendable: the tickets are guarded by the lock of the `LockStorage` this
   // condition belongs to; `generation` by that lock and `place` together (written
   // holding both, read holding either).
-  /// Threads waiting for room in the backlog are served in ticket order.
+  /// Threads waiting for room in the backlog are let in in ticket order.
   @usableFromInline var nextTicket: UInt = 0
-  @usableFromInline var servedTicket: UInt = 0
+  /// The number of waiters that have left, in whatever order.
+  @usableFromInline var leftTickets: UInt = 0
+  /// Threads waiting for room that went to sleep since the last broadcast.
+  @usableFromInline var asleep = 0
   /// Bumped by every broadcast.
   @usableFromInline var generation: UInt = 0
   /// Where waiters sleep.
@@ -291,6 +294,7 @@ final class Condition: @unchecked Sendable {
   /// - Precondition: Called with the lock of the `LockStorage` held.
   @usableFromInline
   func broadcast() {
+    asleep = 0
     place.lock()
     generation &+= 1
     place.broadcast()
