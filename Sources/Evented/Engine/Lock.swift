@@ -3,7 +3,8 @@
 //
 // `LockStorage<State>` is one heap object holding the state (as the header) and a
 // `LockCell` (as the element): one atomic word, 0 when the lock is free, else the ID of
-// the thread that holds it, with `waitersBit` set while threads are parked for it.
+// the thread that holds it, with `waitersBit` set while threads are parked for it (so a
+// free lock may read `waitersBit` alone, while the thread woken for it is on its way).
 //
 // - Locking is one compare-and-exchange (0 to the caller's ID, acquiring); unlocking
 //   one exchange (to 0, releasing). A thread that finds the lock held spins briefly
@@ -74,7 +75,7 @@ struct Lock<State>: @unchecked Sendable {
 }
 
 /// The word of a lock: 0 when free, else the holder's thread ID, with `waitersBit` set
-/// while threads are parked for it.
+/// while threads are parked for it (free, it may hold `waitersBit` alone).
 @usableFromInline
 struct LockCell: ~Copyable {
   @usableFromInline let word = Atomic<UInt>(0)
