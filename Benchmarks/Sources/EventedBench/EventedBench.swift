@@ -48,6 +48,18 @@ let workloads: [Workload] = [
   Workload(id: "W5", title: "2 threads send at once, 10 subscribers", unit: "ns/send, wall") {
     concurrentSendBench($0)
   },
+  Workload(id: "W10-1", title: "1 thread writes one property, 1 subscriber", unit: "ns/write") {
+    writersBench($0, writers: 1)
+  },
+  Workload(id: "W10-2", title: "2 threads write one property at once, 1 subscriber", unit: "ns/write") {
+    writersBench($0, writers: 2)
+  },
+  Workload(id: "W10-4", title: "4 threads write one property at once, 1 subscriber", unit: "ns/write") {
+    writersBench($0, writers: 4)
+  },
+  Workload(id: "W10-8", title: "8 threads write one property at once, 1 subscriber", unit: "ns/write") {
+    writersBench($0, writers: 8)
+  },
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),
   Workload(id: "W8", title: "memory of an idle Property<Int>, 1,000,000", unit: "B/property", make: nil),
   Workload(id: "W8e", title: "memory of an idle EventSource<Int>, 1,000,000", unit: "B/source", make: nil),
@@ -176,6 +188,7 @@ enum EventedBench {
       exit(2)
     }
     arguments = []
+    becomeMultithreaded()
     if let id = options.profile {
       exit(profile(id, peer: options.profilePeer, count: options.profileCount))
     }

@@ -12,8 +12,10 @@
 //   two always sees the other.
 // - The backlog (`pending` from `pendingHead`) is bounded by `backlogLimit` for threads
 //   that may wait: one that is not delivering for any source and not running a handler
-//   waits before committing while the backlog is full, in arrival order (the tickets of
-//   `room`, `roomWaiters`). Threads inside a handler never wait and may exceed the limit.
+//   waits before committing while the backlog is full, let in in arrival order (the
+//   tickets of `room`, `roomWaiters`): once the backlog is down to half the limit, every
+//   waiter there is room for may commit at once. Threads inside a handler never wait
+//   and may exceed the limit.
 // - Hand-off: a deliverer's turn (`passLength`, the deliveries it made) lasts at most
 //   its own delivery plus `backlogLimit` others when another thread wants the role. A
 //   thread that may wait and commits while the deliverer is past that length queues its
@@ -105,14 +107,14 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
   @inlinable var mayHaveToWait: Bool { roomWaiters > 0 || backlog >= backlogLimit }
 
   /// The room to wake after the deliverer took a delivery, handed the role over or
-  /// stopped: heirs on a hand-off or a stop; threads waiting for room once the backlog
-  /// is down to half the limit, so that they do not wake for every delivery taken.
+  /// stopped: heirs on a hand-off or a stop; threads asleep waiting for room once the
+  /// backlog is down to half the limit, so that they do not wake for every delivery
+  /// taken, nor the deliverer broadcast to threads that are awake already.
   @inlinable var roomToWake: Condition? {
-    guard roomWaiters > 0 || heirs > 0 else { return nil }
-    guard
-      handOff || !isDelivering || (roomWaiters > 0 && backlog <= backlogLimit / 2) || (heirs > 0 && backlog == 0)
-    else { return nil }
-    return room
+    guard roomWaiters > 0 || heirs > 0, let room else { return nil }
+    if heirs > 0, handOff || !isDelivering || backlog == 0 { return room }
+    if roomWaiters > 0, room.asleep > 0, !isDelivering || backlog <= backlogLimit / 2 { return room }
+    return nil
   }
 
   /// Makes the committing thread the deliverer of `delivery` if nobody is delivering,
@@ -226,7 +228,9 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
       heirs -= 1
       passLength = 0
       let first = next(newestFirst: newestFirst)
-      return .takeOver(first, wake: roomWaiters > 0 || heirs > 0 ? room : nil)
+      // The other waiters woke for the hand-off; they sleep again only if nothing
+      // changed for them, unless the queue was empty and nobody delivers now.
+      return .takeOver(first, wake: roomToWake)
     }
     if !isDelivering || taken >= ticket {
       heirs -= 1
@@ -244,19 +248,25 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
     return (room, ticket)
   }
 
-  /// Whether the waiter with `ticket` may commit now: it is its turn and there is room.
+  /// Whether the waiter with `ticket` may commit now: there is room, and for it too
+  /// after the waiters ahead of it (those that have not left, as far as `leftTickets`
+  /// tells) have committed. So every waiter allowed in lets those ahead in too, and
+  /// when the backlog drains, every waiter there is room for commits as soon as it
+  /// runs, without waiting for the others to take their turns one by one (a convoy:
+  /// one thread woken and scheduled per commit).
   @inlinable func hasRoom(for ticket: UInt, in room: Condition) -> Bool {
-    room.servedTicket == ticket && backlog < backlogLimit
+    backlog < backlogLimit && Int(bitPattern: ticket &- room.leftTickets) < backlogLimit - backlog
   }
 
   /// Ends a wait for room that `hasRoom` allowed.
   ///
-  /// - Returns: whether other threads still wait (to wake them: the next ticket's turn).
+  /// - Returns: whether to wake the waiters asleep: some are, and there is room for the
+  ///   first of them.
   @inlinable mutating func leaveRoom(_ room: Condition) -> Bool {
-    room.servedTicket &+= 1
+    room.leftTickets &+= 1
     roomWaiters -= 1
     _checkInvariants()
-    return roomWaiters > 0
+    return roomWaiters > 0 && room.asleep > 0 && backlog < backlogLimit
   }
 
   /// The waiting room, made on first use.

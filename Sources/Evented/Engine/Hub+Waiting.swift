@@ -8,7 +8,8 @@ extension Hub {
   /// Waits, unless this thread is delivering for a source or running a handler: first,
   /// without the lock, until no queue subscription it may wait for is full; then, in
   /// arrival order, until the backlog has room.
-  @usableFromInline func waitForRoom(_ token: consuming Token) -> Token {
+  @inlinable @inline(never)
+  func waitForRoom(_ token: consuming Token) -> Token {
     guard !DeliveringThread.isDelivering else { return token }
     if let pressure = token.state.pointee.core.unsafelyUnwrapped.pointee.pressure, pressure.isFull {
       // A queue's handler may need this lock to return (to read the value), so the wait
@@ -21,9 +22,13 @@ extension Hub {
   }
 
   /// Waits, in arrival order, until the backlog has room.
-  @usableFromInline func waitInLine(_ token: consuming Token) -> Token {
+  @inlinable
+  func waitInLine(_ token: consuming Token) -> Token {
     let (room, ticket) = token.state.pointee.queue.enterRoom()
-    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) { token.wait(room) }
+    while !token.state.pointee.queue.hasRoom(for: ticket, in: room) {
+      room.asleep += 1
+      token.wait(room)
+    }
     if token.state.pointee.queue.leaveRoom(room) { room.broadcast() }
     return token
   }
@@ -56,7 +61,8 @@ extension Hub {
 
   /// Waits until the deliverer hands the role over (then delivers the queue) or the
   /// delivery with `ticket` has been taken by a deliverer.
-  @usableFromInline func waitForTurn(_ token: consuming Token, _ ticket: UInt) {
+  @inlinable @inline(never)
+  func waitForTurn(_ token: consuming Token, _ ticket: UInt) {
     let thread = DeliveringThread.current
     let me = UInt(bitPattern: thread)
     while true {

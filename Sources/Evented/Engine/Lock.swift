@@ -3,14 +3,25 @@
 //
 // `LockStorage<State>` is one heap object holding the state (as the header) and a
 // `LockCell` (as the element): one atomic word, 0 when the lock is free, else the ID of
-// the thread that holds it, with `waitersBit` set while threads are parked for it.
+// the thread that holds it, with `waitersBit` set while threads are parked for it (so a
+// free lock may read `waitersBit` alone, while the thread woken for it is on its way).
 //
 // - Locking is one compare-and-exchange (0 to the caller's ID, acquiring); unlocking
-//   one exchange (to 0, releasing). A thread that finds the lock held spins briefly,
-//   then sets `waitersBit` and parks in the `ParkingLot`: a fixed table of pthread
-//   mutexes and condition variables, shared by every lock, keyed by the lock's address.
-//   An unlock that finds `waitersBit` wakes the parked threads of that key, which try
-//   again. So a lock costs 8 bytes, and an idle source no mutex of its own.
+//   one exchange (to 0, releasing). A thread that finds the lock held spins briefly
+//   while nobody is parked for it, yielding the processor after the first few tries,
+//   then sets `waitersBit` and parks in the `ParkingLot`: a fixed table of places shared
+//   by every lock, keyed by the lock's address, each a pthread mutex and a first-in
+//   first-out queue of the threads parked there, each on a condition variable of its
+//   own. So a lock costs 8 bytes, and an idle source no mutex of its own.
+// - An unlock that finds `waitersBit` wakes one thread parked for that lock, the one
+//   parked longest, and sets the bit again if others remain, under the place's mutex,
+//   where a thread about to park checks the bit: no wake-up is lost. The woken thread
+//   competes for the lock like any other (threads that run may take it first, so the
+//   lock never waits for a sleeping thread to be scheduled); it parks again, at the
+//   back of the queue, if it loses. Waking every parked thread instead made each
+//   unlock a stampede once there were more threads than cores: every woken thread
+//   re-spun and re-parked, and the lock ran at the pace of context switches
+//   (Performance.md, "Many writers").
 // - Thread Sanitizer: the acquiring and releasing operations on the word are compiled
 //   into this module, so TSan sees every happens-before edge of the lock (it could not
 //   see `Synchronization.Mutex`'s, whose atomics run inside a library TSan does not
@@ -64,7 +75,7 @@ struct Lock<State>: @unchecked Sendable {
 }
 
 /// The word of a lock: 0 when free, else the holder's thread ID, with `waitersBit` set
-/// while threads are parked for it.
+/// while threads are parked for it (free, it may hold `waitersBit` alone).
 @usableFromInline
 struct LockCell: ~Copyable {
   @usableFromInline let word = Atomic<UInt>(0)
@@ -86,9 +97,10 @@ struct LockCell: ~Copyable {
     }
   }
 
-  /// Locks a lock found held: spins briefly, then parks until an unlock wakes it. Before
-  /// parking, registers the wait in `LockCycles`, which stops the program with a
-  /// message if the wait would never end.
+  /// Locks a lock found held: spins briefly while no thread is parked for it, yielding
+  /// the processor, then parks until an unlock wakes it, and tries again. Before parking,
+  /// registers the wait in `LockCycles`, which stops the program with a message if the
+  /// wait would never end.
   @usableFromInline @inline(never)
   func lockContended(as me: UInt, guarding: Any.Type) {
     var spins = 0
@@ -96,13 +108,19 @@ struct LockCell: ~Copyable {
     defer { if isRegistered { LockCycles.shared.stopWaiting(me) } }
     while true {
       let current = word.load(ordering: .relaxed)
-      if current & ~Self.waitersBit == me { lockedTwice() }
-      if current == 0 {
-        if word.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return }
+      let holder = current & ~Self.waitersBit
+      if holder == me { lockedTwice() }
+      if holder == 0 {
+        // Free: take it, leaving the bit for the threads still parked.
+        if word.compareExchange(expected: current, desired: current | me, ordering: .acquiring).exchanged { return }
         continue
       }
-      if spins < 100 {
+      // Spinning only while nobody is parked keeps a newcomer from spinning ahead of
+      // threads that wait already; yielding lets the holder run when the machine has
+      // fewer cores than threads that want it (Performance.md, "Many writers").
+      if current & Self.waitersBit == 0, spins < Self.spinLimit {
         spins += 1
+        if spins > Self.busySpins { sched_yield() }
         continue
       }
       if current & Self.waitersBit == 0,
@@ -116,45 +134,155 @@ struct LockCell: ~Copyable {
           LockCycles.shared.startWaiting(me, for: cell, guarding: lockDescription(of: guarding))
         }
       }
-      ParkingLot.park(on: self) { word.load(ordering: .relaxed) & Self.waitersBit != 0 }
+      ParkingLot.park(on: self) {
+        let now = word.load(ordering: .relaxed)
+        return now & Self.waitersBit != 0 && now & ~Self.waitersBit != 0
+      }
     }
   }
 
-  /// Unlocks, waking the threads parked for the lock, if any.
+  /// Attempts in `lockContended` before parking while nobody is parked: the first
+  /// `busySpins` only read the word, the others yield the processor first.
+  @usableFromInline static var spinLimit: Int { 40 }
+  @usableFromInline static var busySpins: Int { 10 }
+
+  /// Unlocks, waking one of the threads parked for the lock, if any.
   @inlinable @inline(__always)
   func unlock() {
-    if word.exchange(0, ordering: .releasing) & Self.waitersBit != 0 { ParkingLot.unparkAll(on: self) }
+    if word.exchange(0, ordering: .releasing) & Self.waitersBit != 0 { ParkingLot.unparkOne(on: self) }
   }
 }
 
-/// Where threads sleep while a lock they want is held: a fixed table of pthread
-/// mutexes and condition variables shared by every lock, keyed by the lock's address.
+/// Where threads sleep while a lock they want is held: a fixed table of places shared by
+/// every lock, keyed by the lock's address. A place is a pthread mutex and the queue of
+/// the threads parked there, first in first out, each sleeping on a condition variable
+/// of its own, so that an unlock wakes one thread, not all.
 @usableFromInline
 enum ParkingLot {
-  private static let places: [RawMutex] = (0..<64).map { _ in RawMutex() }
+  private static let places = ParkingPlaces(count: 64)
 
-  private static func place(of cell: borrowing LockCell) -> RawMutex {
-    let address = withUnsafePointer(to: cell) { UInt(bitPattern: $0) }
-    return places[Int((address >> 4) % UInt(places.count))]
-  }
-
-  /// Sleeps while `shouldSleep` holds, until an unpark of the same place. Spurious
-  /// wake-ups happen: the caller checks again.
+  /// Sleeps, if `shouldSleep` holds (asked with the place's mutex held), until an unpark
+  /// of the same lock wakes this thread.
   @usableFromInline
   static func park(on cell: borrowing LockCell, while shouldSleep: () -> Bool) {
-    let place = place(of: cell)
-    place.lock()
-    if shouldSleep() { place.wait() }
-    place.unlock()
+    let address = withUnsafePointer(to: cell) { UInt(bitPattern: $0) }
+    let place = places.index(of: address)
+    let mutex = places.mutexes + place
+    pthread_mutex_lock(mutex)
+    guard shouldSleep() else {
+      pthread_mutex_unlock(mutex)
+      return
+    }
+    // The waiter lives on this thread's stack: an unparker touches it only with the
+    // place's mutex held, which this thread needs back before it returns.
+    withUnsafeTemporaryAllocation(of: pthread_cond_t.self, capacity: 1) { conditionBuffer in
+      let condition = conditionBuffer.baseAddress.unsafelyUnwrapped
+      pthread_cond_init(condition, nil)
+      withUnsafeTemporaryAllocation(of: ParkedThread.self, capacity: 1) { waiterBuffer in
+        let waiter = waiterBuffer.baseAddress.unsafelyUnwrapped
+        waiter.initialize(to: ParkedThread(address: address, condition: condition))
+        places.enqueue(waiter, at: place)
+        while !waiter.pointee.isWoken { pthread_cond_wait(condition, mutex) }
+        pthread_mutex_unlock(mutex)
+        waiter.deinitialize(count: 1)
+      }
+      pthread_cond_destroy(condition)
+    }
   }
 
-  /// Wakes every thread parked at the place of `cell`.
-  @usableFromInline
-  static func unparkAll(on cell: borrowing LockCell) {
-    let place = place(of: cell)
-    place.lock()
-    place.broadcast()
-    place.unlock()
+  /// Wakes the thread parked longest for `cell`, if any; if others remain parked for it,
+  /// sets the lock's `waitersBit` again (the unlock cleared it), so that the next unlock
+  /// wakes the next one.
+  @usableFromInline @inline(never)
+  static func unparkOne(on cell: borrowing LockCell) {
+    let address = withUnsafePointer(to: cell) { UInt(bitPattern: $0) }
+    let place = places.index(of: address)
+    let mutex = places.mutexes + place
+    pthread_mutex_lock(mutex)
+    if let (waiter, othersRemain) = places.dequeue(address, at: place) {
+      // The lock is alive: the thread just dequeued is inside its `lock()` until this
+      // thread releases the place's mutex.
+      if othersRemain { _ = cell.word.bitwiseOr(LockCell.waitersBit, ordering: .relaxed) }
+      waiter.pointee.isWoken = true
+      pthread_cond_signal(waiter.pointee.condition)
+    }
+    pthread_mutex_unlock(mutex)
+  }
+}
+
+/// A thread parked for a lock, in the queue of its place.
+private struct ParkedThread {
+  /// The address of the lock's word.
+  let address: UInt
+  /// Where the thread sleeps.
+  let condition: UnsafeMutablePointer<pthread_cond_t>
+  var next: UnsafeMutablePointer<ParkedThread>?
+  /// Set by the unpark that dequeued it.
+  var isWoken = false
+
+  init(address: UInt, condition: UnsafeMutablePointer<pthread_cond_t>) {
+    self.address = address
+    self.condition = condition
+  }
+}
+
+/// The places of the parking lot: for each, a pthread mutex and the queue it guards.
+private final class ParkingPlaces: @unchecked Sendable {
+  // @unchecked Sendable: each place's mutex guards that place's queue.
+  let mutexes: UnsafeMutablePointer<pthread_mutex_t>
+  private let heads: UnsafeMutablePointer<UnsafeMutablePointer<ParkedThread>?>
+  private let tails: UnsafeMutablePointer<UnsafeMutablePointer<ParkedThread>?>
+  private let count: Int
+
+  init(count: Int) {
+    self.count = count
+    mutexes = .allocate(capacity: count)
+    heads = .allocate(capacity: count)
+    tails = .allocate(capacity: count)
+    heads.initialize(repeating: nil, count: count)
+    tails.initialize(repeating: nil, count: count)
+    for index in 0..<count { pthread_mutex_init(mutexes + index, nil) }
+  }
+
+  /// The place of the lock whose word is at `address`.
+  func index(of address: UInt) -> Int {
+    Int((address >> 4) % UInt(count))
+  }
+
+  /// Appends `waiter` to the queue of `place`.
+  ///
+  /// - Precondition: The place's mutex is held.
+  func enqueue(_ waiter: UnsafeMutablePointer<ParkedThread>, at place: Int) {
+    if let tail = tails[place] { tail.pointee.next = waiter } else { heads[place] = waiter }
+    tails[place] = waiter
+  }
+
+  /// Removes the first thread of `place`'s queue parked for `address`.
+  ///
+  /// - Returns: That thread, and whether others parked for `address` remain; nil if
+  ///   none was parked for it.
+  /// - Precondition: The place's mutex is held.
+  func dequeue(_ address: UInt, at place: Int) -> (UnsafeMutablePointer<ParkedThread>, othersRemain: Bool)? {
+    var previous: UnsafeMutablePointer<ParkedThread>?
+    var current = heads[place]
+    while let waiter = current, waiter.pointee.address != address {
+      previous = waiter
+      current = waiter.pointee.next
+    }
+    guard let waiter = current else { return nil }
+    let next = waiter.pointee.next
+    if let previous { previous.pointee.next = next } else { heads[place] = next }
+    if tails[place] == waiter { tails[place] = previous }
+    var othersRemain = false
+    var rest = next
+    while let other = rest {
+      if other.pointee.address == address {
+        othersRemain = true
+        break
+      }
+      rest = other.pointee.next
+    }
+    return (waiter, othersRemain)
   }
 }
 
@@ -276,11 +404,17 @@ final class Condition: @unchecked Sendable {
   // @unchecked Sendable: the tickets are guarded by the lock of the `LockStorage` this
   // condition belongs to; `generation` by that lock and `place` together (written
   // holding both, read holding either).
-  /// Threads waiting for room in the backlog are served in ticket order.
-  @usableFromInline var nextTicket: UInt = 0
-  @usableFromInline var servedTicket: UInt = 0
+  // The fields skip the dynamic exclusivity checks of class properties (about 55 ns an
+  // access here): the locks above keep their accesses apart (Performance.md, "Many
+  // writers").
+  /// Threads waiting for room in the backlog are let in in ticket order.
+  @exclusivity(unchecked) @usableFromInline var nextTicket: UInt = 0
+  /// The number of waiters that have left, in whatever order.
+  @exclusivity(unchecked) @usableFromInline var leftTickets: UInt = 0
+  /// Threads waiting for room that went to sleep since the last broadcast.
+  @exclusivity(unchecked) @usableFromInline var asleep = 0
   /// Bumped by every broadcast.
-  @usableFromInline var generation: UInt = 0
+  @exclusivity(unchecked) @usableFromInline var generation: UInt = 0
   /// Where waiters sleep.
   @usableFromInline let place = RawMutex()
 
@@ -291,6 +425,7 @@ final class Condition: @unchecked Sendable {
   /// - Precondition: Called with the lock of the `LockStorage` held.
   @usableFromInline
   func broadcast() {
+    asleep = 0
     place.lock()
     generation &+= 1
     place.broadcast()

@@ -109,7 +109,7 @@ final class QueuePressure: @unchecked Sendable {
   /// Waits until no full target is one this thread may wait for: it never waits for a
   /// target whose queue it runs a block on, directly or through a queue that targets
   /// it (whichever of those queues carry marks of their own).
-  func waitForRoom() {
+  @usableFromInline func waitForRoom() {
     var runsOnBase: [UInt: Bool] = [:]  // asked once per queue: this thread's queue does not change
     func mayWait(for base: UInt) -> Bool {
       if let runs = runsOnBase[base] { return !runs }
