@@ -48,16 +48,16 @@ let workloads: [Workload] = [
   Workload(id: "W5", title: "2 threads send at once, 10 subscribers", unit: "ns/send, wall") {
     concurrentSendBench($0)
   },
-  Workload(id: "W10-1", title: "1 thread writes one property, 1 subscriber", unit: "ns/write") {
+  Workload(id: "W11-1", title: "1 thread writes one property, 1 subscriber", unit: "ns/write") {
     writersBench($0, writers: 1)
   },
-  Workload(id: "W10-2", title: "2 threads write one property at once, 1 subscriber", unit: "ns/write") {
+  Workload(id: "W11-2", title: "2 threads write one property at once, 1 subscriber", unit: "ns/write") {
     writersBench($0, writers: 2)
   },
-  Workload(id: "W10-4", title: "4 threads write one property at once, 1 subscriber", unit: "ns/write") {
+  Workload(id: "W11-4", title: "4 threads write one property at once, 1 subscriber", unit: "ns/write") {
     writersBench($0, writers: 4)
   },
-  Workload(id: "W10-8", title: "8 threads write one property at once, 1 subscriber", unit: "ns/write") {
+  Workload(id: "W11-8", title: "8 threads write one property at once, 1 subscriber", unit: "ns/write") {
     writersBench($0, writers: 8)
   },
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),

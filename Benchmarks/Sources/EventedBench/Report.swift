@@ -77,7 +77,7 @@ struct Report {
     if !cpuRows.isEmpty {
       lines.append("")
       lines.append(
-        "CPU time (the measuring thread's; W5, W7 and W10: the whole process's): ratio to the floor, then the median.")
+        "CPU time (the measuring thread's; W5, W7 and W11: the whole process's): ratio to the floor, then the median.")
       lines.append("")
       lines.append("| Workload | " + peers.map(\.title).joined(separator: " | ") + " |")
       lines.append("|---|" + peers.map { _ in "---:|" }.joined())
@@ -188,13 +188,13 @@ struct Report {
             met: ratio <= bound))
       }
     }
-    relative("W10-4", to: "W10-2", [.evented: 2])
-    relative("W10-8", to: "W10-2", [.evented: 2])
-    if let row = row("W10-8"), let openCombine = row.measured(.openCombine), let value = row.measured(.evented) {
+    relative("W11-4", to: "W11-2", [.evented: 2])
+    relative("W11-8", to: "W11-2", [.evented: 2])
+    if let row = row("W11-8"), let openCombine = row.measured(.openCombine), let value = row.measured(.evented) {
       let ratio = value.wall / openCombine.wall
       checks.append(
         TargetCheck(
-          workload: "W10-8",
+          workload: "W11-8",
           text: "Evented \(String(format: "%.2f", ratio)) × OpenCombine's, target ≤ 1", met: ratio <= 1))
     }
     relative("W2-10k", to: "W2", [.evented: 1.2, .eventedActor: 1.2])

@@ -1,4 +1,4 @@
-// One property written by 1, 2, 4 or 8 threads at once (W10-1 … W10-8): whether the
+// One property written by 1, 2, 4 or 8 threads at once (W11-1 … W11-8): whether the
 // cost of a write stays flat when more threads contend for one source than the machine
 // has cores.
 
@@ -8,7 +8,7 @@ import Foundation
 @preconcurrency import OpenCombine
 import Synchronization
 
-/// Writes per sample of a W10 row, whatever the number of writers: enough for the
+/// Writes per sample of a W11 row, whatever the number of writers: enough for the
 /// backlog to fill and the delivering role to change hands many times.
 let writersSampleCount = 400_000
 
