@@ -61,6 +61,9 @@ let workloads: [Workload] = [
     writersBench($0, writers: 8)
   },
   Workload(id: "W6", title: "memory per subscription, 1,000,000", unit: "B/subscription", make: nil),
+  Workload(
+    id: "W6p", title: "memory per property subscription, 100,000, replays not yet run", unit: "B/subscription",
+    make: nil),
   Workload(id: "W8", title: "memory of an idle Property<Int>, 1,000,000", unit: "B/property", make: nil),
   Workload(id: "W8e", title: "memory of an idle EventSource<Int>, 1,000,000", unit: "B/source", make: nil),
   Workload(id: "W9", title: "write + read a property, nobody tracking", unit: "ns/pair") {
@@ -177,7 +180,11 @@ enum EventedBench {
       exit(profileArraysAtScale(arguments[1], peer: arguments[2]))
     }
     if arguments.first == memoryChildFlag, arguments.count == 3, let peer = Peer(rawValue: arguments[2]) {
-      exit(arguments[1] == "W6" ? memoryChild(peer) : idleMemoryChild(arguments[1], peer))
+      switch arguments[1] {
+      case "W6": exit(memoryChild(peer))
+      case "W6p": exit(propertyMemoryChild(peer))
+      default: exit(idleMemoryChild(arguments[1], peer))
+      }
     }
     let options: Options
     do {

@@ -114,6 +114,53 @@ func memoryRun(_ id: String, _ peer: Peer) -> Result<Double, Unavailable> {
   return .success(bytes)
 }
 
+/// Runs in the child process for W6p: subscribes 100,000 handlers to one property in
+/// one go, each replayed the current value, and prints the resident bytes added per
+/// subscription at once, before the replays have run (the peak, for a variant that
+/// delivers replays later). Exits 3 for a peer without such a property.
+func propertyMemoryChild(_ peer: Peer) -> Int32 {
+  let count = 100_000
+  let sink = Sink()
+  let before: Int
+  let after: Int
+  let keep: Any
+  switch peer {
+  case .evented:
+    let property = Property(0)
+    before = residentBytes()
+    let subscriptions = (0..<count).map { i in property.observe { sink.add($0 &+ i) } }
+    after = residentBytes()
+    keep = [property, subscriptions] as [Any]
+  case .openCombine:
+    let subject = CurrentValueSubject<Int, Never>(0)
+    before = residentBytes()
+    let cancellables = (0..<count).map { i in subject.sink { sink.add($0 &+ i) } }
+    after = residentBytes()
+    keep = [subject, cancellables] as [Any]
+  case .eventedActor:
+    let property = ActorProperty(0)
+    nonisolated(unsafe) var subscriptions: [Evented.Subscription] = []
+    nonisolated(unsafe) var measured = (0, 0)
+    runBlocking {
+      // Each call is a hop to the actor: replays may run between two of them. What is
+      // measured is what the subscriptions hold while their replays are pending.
+      var made: [Evented.Subscription] = []
+      made.reserveCapacity(count)
+      let start = residentBytes()
+      for i in 0..<count { made.append(await property.observe { sink.touch($0 &+ i) }) }
+      measured = (start, residentBytes())
+      subscriptions = made
+    }
+    (before, after) = measured
+    keep = [property, subscriptions] as [Any]
+  default: return 3
+  }
+  withExtendedLifetime(keep) {
+    print(Double(after - before) / Double(count))
+  }
+  return 0
+}
+
 /// Runs in the child process for W8 (`Property<Int>`) and W8e (`EventSource<Int>`):
 /// makes `memorySubscriptionCount` idle sources, keeps them, and prints the resident
 /// bytes added per source. Exits 3 for a peer without such a source.

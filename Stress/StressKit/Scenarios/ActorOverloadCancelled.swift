@@ -30,14 +30,14 @@ final class CancelledSender: Sendable {
     Task.detached { [self] in
       let subscription = await source.observe { [self] _ in
         ThreadState.current.count()
-        let backlog = sent.load(ordering: .acquiring) - delivered.load(ordering: .relaxed)
+        // This event is started: what waits behind it is the backlog.
+        let backlog = sent.load(ordering: .acquiring) - delivered.wrappingAdd(1, ordering: .releasing).newValue
         var current = peak.load(ordering: .relaxed)
         while backlog > current {
           let (exchanged, original) = peak.weakCompareExchange(expected: current, desired: backlog, ordering: .relaxed)
           if exchanged { break }
           current = original
         }
-        delivered.wrappingAdd(1, ordering: .releasing)
         spin(microseconds: 20)
       }
       self.subscription.withLock { $0 = subscription }
@@ -88,7 +88,7 @@ final class CancelledSender: Sendable {
 
   /// The figures for the report.
   var figures: String {
-    "cancelled sender: peak backlog \(peak.load(ordering: .relaxed)) (at most \(2 * actorOverloadLimit)), "
+    "cancelled sender: peak backlog \(peak.load(ordering: .relaxed)) (at most \(2 * actorOverloadLimit) and the send in flight), "
       + "\(refused.load(ordering: .relaxed)) sends refused"
   }
 }
