@@ -51,9 +51,9 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @usableFromInline let undelivered = Atomic<Int>(0)
   /// The source's waiting senders, woken when this queue has room again or ends.
   @usableFromInline let backlog: ActorBacklog
-  /// For a subscription to state, how a message merges into the one waiting before it:
-  /// the queue then holds at most one undelivered message. Nil for events, which queue.
-  @usableFromInline let merge: (@Sendable (Message, Message) -> Message)?
+  /// For a subscription to state, how messages merge: the queue then holds at most one
+  /// undelivered message. Nil for events, which queue.
+  @usableFromInline let coalescing: Coalescing<Message>?
   /// The actor, held weakly, so that the handle knows when it is gone. Written once
   /// before the subscription is published.
   @usableFromInline weak var source: AnyObject?
@@ -73,11 +73,11 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     owner: (any AnyObject & Sendable)?,
     isOnce: Bool,
     backlog: ActorBacklog,
-    merge: (@Sendable (Message, Message) -> Message)? = nil,
+    coalescing: Coalescing<Message>? = nil,
     _ handler: Handler
   ) -> (ActorHandler<Message>, Subscription) {
     if case .plain = handler { precondition(owner == nil, "Evented: a plain handler is owned by its handle") }
-    let core = ActorHandler(isOnce: isOnce, backlog: backlog, merge: merge, handler: handler)
+    let core = ActorHandler(isOnce: isOnce, backlog: backlog, coalescing: coalescing, handler: handler)
     core.source = source
     let subscription = Subscription(core: core, endsOnDeinit: owner == nil)
     core.owner = owner
@@ -85,11 +85,11 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   }
 
   @inlinable init(
-    isOnce: Bool, backlog: ActorBacklog, merge: (@Sendable (Message, Message) -> Message)?, handler: Handler
+    isOnce: Bool, backlog: ActorBacklog, coalescing: Coalescing<Message>?, handler: Handler
   ) {
     state = Lock.make(ActorHandlerState(handler: handler))
     self.backlog = backlog
-    self.merge = merge
+    self.coalescing = coalescing
     priority = Task.currentPriority
     super.init(isOnce: isOnce, target: nil)
   }
@@ -126,7 +126,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   @inlinable @inline(__always)
   func push(_ message: Message) -> Bool {
     if isEnded { return false }
-    if let merge { return pushMerging(message, merge) }
+    if let coalescing { return pushMerging(message, coalescing.merge) }
     // Counted before it can be taken, so that the count never drops below zero.
     undelivered.wrappingAdd(1, ordering: .relaxed)
     switch state.withLock({ $0.push(message) }) {
@@ -213,6 +213,10 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
           return
         }
         if undelivered.wrappingSubtract(1, ordering: .relaxed).oldValue == backlog.limit { backlog.wake() }
+        if let skips = coalescing?.skips, skips(message) {
+          markReturned()
+          continue
+        }
         switch handler {
         case .plain(let body):
           // Owned by its handle, whose deinit cancels: the ended bit says it all.
@@ -279,6 +283,21 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
   }
 }
 
+/// How a subscription to state merges its messages, shared by a source's subscriptions
+/// (one reference each, no allocation per subscription).
+@usableFromInline
+final class Coalescing<Message: Sendable>: Sendable {
+  /// Merges a message into the one waiting before it.
+  @usableFromInline let merge: @Sendable (_ waiting: Message, _ newer: Message) -> Message
+  /// Which messages need no call (a merged update back to an equal value), if any.
+  @usableFromInline let skips: (@Sendable (Message) -> Bool)?
+
+  init(merge: @escaping @Sendable (Message, Message) -> Message, skips: (@Sendable (Message) -> Bool)?) {
+    self.merge = merge
+    self.skips = skips
+  }
+}
+
 /// A handler as the user gave it (no wrapping closure, hence one allocation and one
 /// call fewer).
 @usableFromInline
@@ -288,16 +307,6 @@ enum ActorHandlerBody<Message: Sendable>: Sendable {
   /// Called with the message alone. Only for a subscription owned by its handle: the
   /// handle's deinit cancels it, so the ended bit is the whole liveness check.
   case plain(@Sendable (Message) async -> Void)
-
-  /// The same handler, not called with the messages `skips` picks.
-  func skipping(_ skips: @escaping @Sendable (Message) -> Bool) -> Self {
-    switch self {
-    case .owned(let body):
-      .owned { owner, message in if !skips(message) { await body(owner, message) } }
-    case .plain(let body):
-      .plain { message in if !skips(message) { await body(message) } }
-    }
-  }
 
   /// A handler of the owner, as its own type, and the message.
   static func owned<Owner: AnyObject>(

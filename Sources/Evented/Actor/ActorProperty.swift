@@ -60,6 +60,11 @@ public actor ActorProperty<Value: Sendable> {
   public var value: Value { current }
   @usableFromInline var current: Value
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// How handler subscriptions merge waiting updates (with duplicates skipped, a merged
+  /// update whose values are equal is no change, and is skipped as an equal write is);
+  /// a once-subscription keeps the first, the next value after it subscribed.
+  let coalescing: Coalescing<Update<Value>>
+  let onceCoalescing = Coalescing<Update<Value>>(merge: { waiting, _ in waiting }, skips: nil)
   // Touched only on the actor, never twice at once: no exclusivity check needed.
   /// The sequences (`values`).
   @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
@@ -73,6 +78,13 @@ public actor ActorProperty<Value: Sendable> {
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
     self.current = value
     self.isDuplicate = isDuplicate
+    var skips: (@Sendable (Update<Value>) -> Bool)?
+    if let isDuplicate {
+      skips = { (update: Update<Value>) -> Bool in
+        update.isMerged && !update.isInitial && isDuplicate(update.old, update.new)
+      }
+    }
+    self.coalescing = Coalescing(merge: Update.merging, skips: skips)
     self.updateSinks = ActorSinks()
   }
 
@@ -300,13 +312,9 @@ public actor ActorProperty<Value: Sendable> {
     isOnce: Bool = false,
     _ handler: ActorHandlerBody<Update<Value>>
   ) -> Subscription {
-    // A merged update whose values are equal is no change: skipped, as an equal write.
-    var handler = handler
-    if let isDuplicate { handler = handler.skipping { $0.isMerged && !$0.isInitial && isDuplicate($0.old, $0.new) } }
     let (core, subscription) = ActorHandler<Update<Value>>.make(
       source: self, owner: owner, isOnce: isOnce, backlog: updateSinks.backlogForHandler(),
-      // A once-subscription keeps the first value waiting: the next value after it subscribed.
-      merge: isOnce ? { waiting, _ in waiting } : Update.merging, handler)
+      coalescing: isOnce ? onceCoalescing : coalescing, handler)
     if replays, core.pushReplay(Update(old: value, new: value, isInitial: true)) {
       self.replays.append(core)
       if !isReplaying {
