@@ -16,14 +16,16 @@
 /// must read the value synchronously, when handlers must run before a write returns,
 /// or when cost per write matters: see the article "Choosing a variant".
 ///
-/// Handlers are `async`. Each subscription keeps the values not yet handled in a queue
-/// of its own, and a task of its own awaits the handler with them, one value at a
-/// time: a handler may await other actors (or be `@MainActor`) without holding up
-/// writers or other subscriptions. That task exists only while the queue has values: a
-/// write that finds it idle starts it, and it ends once the queue is empty, so an idle
-/// subscription holds no task. It has the priority of the task that subscribed (not
-/// that of the writer): subscribe from a task of the priority the handler should run
-/// at. It does not inherit the subscriber's task-local values.
+/// Handlers are `async`. Each subscription holds at most one value not yet handled,
+/// the newest, and a task of its own awaits the handler with it: a handler may await
+/// other actors (or be `@MainActor`) without holding up writers or other
+/// subscriptions, and a slow handler skips to the newest value instead of falling
+/// behind. That task exists only while a value waits: a write that finds it idle starts
+/// it, and it ends once nothing waits, so an idle subscription holds no task. It has the
+/// priority of the task that subscribed (not that of the writer): subscribe from a task
+/// of the priority the handler should run at. It does not inherit the subscriber's
+/// task-local values. The current value a new subscription receives first is delivered
+/// by one task per property, one subscription after another.
 ///
 /// ## Concurrency
 ///
@@ -31,8 +33,10 @@
 ///   point: a value read with `await value` may have changed by the time the caller
 ///   uses it, so read-modify-write with ``modify(_:)``, never with a read then a write.
 /// - **Ordering:** Each subscription receives values one at a time, in the order the
-///   writes ran on the actor, even when its task ends between two writes and another
-///   starts; when writers stop, the last value delivered to every live
+///   writes ran on the actor, skipping to the newest when it is behind (a change is then
+///   merged: from the value it received last to the newest), even when its task ends
+///   between two writes and another starts; when writers stop, the last value delivered
+///   to every live
 ///   subscription equals ``value`` (unless a sequence's buffering policy drops newer
 ///   values). After `await setValue(x)` returns, the same task reads `x` or a later
 ///   value. With duplicates skipped, a write equal to the current value notifies
@@ -40,9 +44,8 @@
 /// - **Reentrancy:** A handler may read, write, modify, subscribe and cancel (with
 ///   `await`), on this property or any other: it never runs on the actor, so nothing
 ///   deadlocks, and a write from a handler is delivered to that subscription after the
-///   current value. A handler's writes, and those of tasks it starts, never wait for
-///   room in a full queue (see the overload bound in ``setValue(_:)``). The closure given
-///   to ``modify(_:)`` runs on the actor and cannot call it.
+///   current value. No write waits for a handler. The closure given to ``modify(_:)``
+///   runs on the actor and cannot call it.
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
 ///   its task before the next delivery, so at the latest after the next write, by
 ///   ``observerCount``, and by subscribing: each subscription checks
@@ -186,7 +189,7 @@ public actor ActorProperty<Value: Sendable> {
   ///   - owner: Held weakly and passed strongly to the handler; the subscription ends
   ///     when it deinitializes.
   ///   - handler: Awaited with the owner and each value, one at a time, in the
-  ///     subscription's task; every committed value is delivered. It may be
+  ///     subscription's task; the newest value when it is behind. It may be
   ///     `@MainActor`.
   /// - Returns: A handle that may cancel early; dropping it does not end the
   ///   subscription.
