@@ -22,11 +22,13 @@
 // sequentially consistent fence between its write and its read, so at least one of them
 // sees the other's write.
 //
-// Who never waits: a call made from a draining task (`isDelivering`, a task-local value
-// set once per task around its drain loop, and so inherited by child tasks and by tasks
-// a handler starts with `Task {}`), and a call from a cancelled task. Such calls queue
-// beyond the limit. So a wait is only ever for a handler to start its next message,
-// and handlers never wait inside Evented: no cycle of waits can form through it.
+// Who never waits: a call made inside a handler's call (`call`, a task-local mark of the
+// draining task's numbered calls, bound around each call: inherited by child tasks and
+// by tasks the handler starts with `Task {}`, and void once that call returned), and a
+// call from a cancelled task, up to twice the limit; past that a cancelled task's send
+// is refused. So a handler never waits inside Evented, nor does a task it awaits, and no
+// cycle of waits can form through it; a task a handler left running waits like any
+// other sender.
 
 import Synchronization
 

@@ -35,8 +35,8 @@
 ///   source or any other: it never runs on the actor, so nothing deadlocks, and a send
 ///   from a handler is delivered to that subscription after the current event. A
 ///   subscription added from a handler does not receive the event being handled.
-///   A handler's sends, and those of tasks it starts, never wait for room in a full
-///   queue (see the overload bound in ``send(_:)``).
+///   A handler's sends, and those of tasks it starts while it runs, never wait for room
+///   in a full queue (see the overload bound in ``send(_:)``).
 /// - **Lifetime:** A handler subscription ends when its owner deinitializes (noticed by
 ///   its task before the next delivery, so at the latest after the next send, by
 ///   ``observerCount``, and by subscribing: each subscription checks
