@@ -154,7 +154,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     }
   }
 
-  @inlinable
+  @usableFromInline
   func startDraining() {
     Task.detached(priority: priority) {
       #if FaultInjection
