@@ -129,7 +129,15 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     if let coalescing { return pushMerging(message, coalescing.merge) }
     // Counted before it can be taken, so that the count never drops below zero.
     undelivered.wrappingAdd(1, ordering: .relaxed)
-    switch state.withLock({ $0.push(message) }) {
+    return carryOut(state.withLock { $0.push(message) })
+  }
+
+  /// Carries out what a push decided, after unlocking.
+  ///
+  /// - Returns: false if the subscription is over and should be removed.
+  @inlinable @inline(__always)
+  func carryOut(_ push: ActorPush) -> Bool {
+    switch push {
     case .queued: return true
     case .refused: return false
     case .start:
@@ -145,13 +153,7 @@ final class ActorHandler<Message: Sendable>: SubscriptionCore, @unchecked Sendab
     undelivered.wrappingAdd(1, ordering: .relaxed)
     let (push, replaced) = state.withLock { $0.push(message, merging: merge) }
     if replaced != nil { undelivered.wrappingSubtract(1, ordering: .relaxed) }
-    switch push {
-    case .queued: return true
-    case .refused: return false
-    case .start:
-      startDraining()
-      return true
-    }
+    return carryOut(push)
   }
 
   @usableFromInline

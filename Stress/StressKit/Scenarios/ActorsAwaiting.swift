@@ -105,49 +105,18 @@ final class AwaitingHandlers: Sendable {
 
   /// Subscribes the handlers, then starts the senders.
   func start() {
-    let elsewhere = elsewhere
     for (suspension, watcher) in zip(Suspension.allCases, eventWatchers) {
-      Task.detached { [self] in
-        let subscription: Subscription
-        if suspension == .mainActor {
-          subscription = await events.observe { @MainActor event in
-            watcher.enter()
-            await Task.yield()
-            watcher.see(event)
-            watcher.leave()
-          }
-        } else {
-          subscription = await events.observe { event in
-            watcher.enter()
-            await Self.suspend(suspension, elsewhere)
-            watcher.see(event)
-            watcher.leave()
-          }
-        }
-        subscriptions.withLock { $0.append(subscription) }
-        ready.wrappingAdd(1, ordering: .releasing)
+      subscribe(suspension, watcher) { [events] handler in
+        await events.observe(handler)
+      } see: {
+        watcher.see($0)
       }
     }
     for (suspension, watcher) in zip(Suspension.allCases, valueWatchers) {
-      Task.detached { [self] in
-        let subscription: Subscription
-        if suspension == .mainActor {
-          subscription = await counter.observe { @MainActor value in
-            watcher.enter()
-            await Task.yield()
-            watcher.see(value)
-            watcher.leave()
-          }
-        } else {
-          subscription = await counter.observe { value in
-            watcher.enter()
-            await Self.suspend(suspension, elsewhere)
-            watcher.see(value)
-            watcher.leave()
-          }
-        }
-        subscriptions.withLock { $0.append(subscription) }
-        ready.wrappingAdd(1, ordering: .releasing)
+      subscribe(suspension, watcher) { [counter] handler in
+        await counter.observe(handler)
+      } see: {
+        watcher.see($0)
       }
     }
     let handlers = 2 * Suspension.allCases.count
@@ -169,6 +138,36 @@ final class AwaitingHandlers: Sendable {
         sent.wrappingAdd(seq, ordering: .relaxed)
         sendersRunning.wrappingSubtract(1, ordering: .releasing)
       }
+    }
+  }
+
+  /// Subscribes, with `observe`, a handler that suspends as `suspension` says, in a
+  /// task of its own.
+  private func subscribe<Message: Sendable>(
+    _ suspension: Suspension, _ watcher: AwaitingWatcher,
+    _ observe: @escaping @Sendable (@escaping @Sendable (Message) async -> Void) async -> Subscription,
+    see: @escaping @Sendable (Message) -> Void
+  ) {
+    let elsewhere = elsewhere
+    Task.detached { [self] in
+      let subscription: Subscription
+      if suspension == .mainActor {
+        subscription = await observe { @MainActor message in
+          watcher.enter()
+          await Task.yield()
+          see(message)
+          watcher.leave()
+        }
+      } else {
+        subscription = await observe { message in
+          watcher.enter()
+          await Self.suspend(suspension, elsewhere)
+          see(message)
+          watcher.leave()
+        }
+      }
+      subscriptions.withLock { $0.append(subscription) }
+      ready.wrappingAdd(1, ordering: .releasing)
     }
   }
 
