@@ -284,6 +284,7 @@ extension PropertyProtocol {
 /// The roots of several sources, each once, in the order first met.
 @usableFromInline func uniqueRoots(_ lists: [[any Root]]) -> [any Root] {
   var roots: [any Root] = []
-  for root in lists.joined() where !roots.contains(where: { $0.identity == root.identity }) { roots.append(root) }
+  var seen = Set<ObjectIdentifier>()
+  for root in lists.joined() where seen.insert(root.identity).inserted { roots.append(root) }
   return roots
 }

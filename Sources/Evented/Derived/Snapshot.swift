@@ -118,6 +118,13 @@ final class Snapshot {
   }
 
   @usableFromInline @exclusivity(unchecked) var pins: [Pin] = []
+  /// Past ``scanLimit`` pins, where each is found by its root's identity: an
+  /// open-addressing table of indices in `pins` plus one (0 for an empty slot), whose
+  /// size is a power of two, at least twice the pins. Built again from the pins by each
+  /// evaluation that needs it, so that emptying a snapshot costs nothing more.
+  @usableFromInline @exclusivity(unchecked) var slots: [Int32] = []
+  /// 64 minus the base-2 logarithm of `slots.count`: the shift of ``hash(_:shift:)``.
+  @usableFromInline @exclusivity(unchecked) var slotShift = 64
   /// The roots pinned by ``index(of:)``, kept alive until the snapshot is recycled
   /// (a pin does not retain its root).
   @usableFromInline @exclusivity(unchecked) var pinnedRoots: [any Root] = []
@@ -183,18 +190,75 @@ final class Snapshot {
   /// The index in `pins` of `root`'s pin, pinning it now if this is its first read.
   @usableFromInline func index(of root: any Root) -> Int {
     let identity = root.identity
-    for index in pins.indices where pins[index].identity == identity { return index }
+    if let index = find(identity) { return index }
     let (version, value) = root.pin(for: reader)
     pinnedRoots.append(root)
     pins.append(Pin(root: root, version: version, value: value))
+    indexLast()
     return pins.count - 1
   }
 
   /// The pinned value of `hub`'s stored value.
   @inlinable func read<Message, Value: Sendable>(_ hub: Hub<Message, Value>) -> Value {
-    let identity = ObjectIdentifier(hub.storage)
-    for index in pins.indices where pins[index].identity == identity { return unbox(pins[index].value) }
+    if let index = find(ObjectIdentifier(hub.storage)) { return unbox(pins[index].value) }
     return unbox(pins[index(of: HubRoot(reading: hub))].value)
+  }
+
+  /// The number of pins up to which a pin is found by comparing each: a constant, so
+  /// that finding one costs O(1) at any size, and the one or two pins of most
+  /// evaluations need no table.
+  @inlinable static var scanLimit: Int { 8 }
+
+  /// The index in `pins` of the pin of the root whose identity is `identity`, if it is
+  /// pinned: by a scan of at most ``scanLimit`` pins, else from ``slots``.
+  @inlinable func find(_ identity: ObjectIdentifier) -> Int? {
+    if pins.count <= Self.scanLimit {
+      for index in pins.indices where pins[index].identity == identity { return index }
+      return nil
+    }
+    let mask = slots.count - 1
+    var slot = Self.hash(identity, shift: slotShift)
+    while true {
+      let stored = Int(slots[slot])
+      if stored == 0 { return nil }
+      if pins[stored - 1].identity == identity { return stored - 1 }
+      slot = (slot + 1) & mask
+    }
+  }
+
+  /// Where a root's search in ``slots`` starts: its address, multiplied (Fibonacci
+  /// hashing: the top bits of the product are spread even for aligned addresses), with
+  /// no call to the standard library's hasher.
+  @inlinable static func hash(_ identity: ObjectIdentifier, shift: Int) -> Int {
+    Int(truncatingIfNeeded: (UInt64(UInt(bitPattern: identity)) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+  }
+
+  /// Indexes the last pin in ``slots`` once there are more than ``scanLimit``; the
+  /// table is built, or grown, when the pins would fill more than half of it.
+  @usableFromInline func indexLast() {
+    let count = pins.count
+    guard count > Self.scanLimit else { return }
+    if count * 2 > slots.count || count == Self.scanLimit + 1 {
+      var size = max(slots.count, 32)
+      while count * 2 > size { size *= 2 }
+      if size != slots.count {
+        slots = [Int32](repeating: 0, count: size)
+      } else {
+        for slot in slots.indices { slots[slot] = 0 }
+      }
+      slotShift = 64 - size.trailingZeroBitCount
+      for index in 0..<count { place(index) }
+      return
+    }
+    place(count - 1)
+  }
+
+  /// Enters the pin at `index` in ``slots``, which has room for it.
+  @usableFromInline func place(_ index: Int) {
+    let mask = slots.count - 1
+    var slot = Self.hash(pins[index].identity, shift: slotShift)
+    while slots[slot] != 0 { slot = (slot + 1) & mask }
+    slots[slot] = Int32(index + 1)
   }
 
   /// The versions of `roots` in this snapshot, pinning those not read yet.
