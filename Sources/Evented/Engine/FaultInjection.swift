@@ -49,6 +49,9 @@
       /// A transaction's writes are visible to other threads' derived values as soon
       /// as each is made, not all at once when the transaction ends.
       case transactionSeenInPart = 6
+      /// An observed derived value delivers every state it computes, also one that is
+      /// not later than the state it delivered last: a state computed late, or twice.
+      case derivedDeliversStaleState = 7
     }
 
     /// The bug planted now, if any.
@@ -77,5 +80,8 @@
       FaultInjection.isPlanted(.derivedUsesDeliveredValue)
     }
     @usableFromInline static var transactionSeenInPart: Bool { FaultInjection.isPlanted(.transactionSeenInPart) }
+    @usableFromInline static var derivedDeliversStaleState: Bool {
+      FaultInjection.isPlanted(.derivedDeliversStaleState)
+    }
   }
 #endif

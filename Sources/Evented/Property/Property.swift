@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A value that notifies its subscribers after every change.
 ///
 /// ```swift
@@ -43,11 +45,19 @@
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// This property as a root of derived values (Root.swift), made by the first
+  /// evaluation that reads it.
+  @usableFromInline let rootReference = AtomicLazyReference<HubRoot<Update<Value>, Value>>()
   /// Observation's view of this property (see ObservationSite.swift), kept in the hub's
   /// storage, after its lock (PropertyStorage.swift). A lazy property's hooks are in the
   /// hub's core.
   @inlinable var observation: UnsafeMutablePointer<ObservationSlot> {
     unsafeDowncast(hub.storage, to: PropertyHubStorage<Update<Value>, Value>.self).observation
+  }
+
+  /// This property as a root of derived values.
+  @inlinable var root: HubRoot<Update<Value>, Value> {
+    rootReference.load() ?? rootReference.storeIfNil(HubRoot(property: hub, lazy: hub.lazyHooks))
   }
 
   @usableFromInline

@@ -10,7 +10,12 @@ import Testing
 @Suite struct SnapshotTests {
   /// The roots of `properties`, as a value derived from them reads them.
   func roots(_ properties: [Property<Int>]) -> [any Root] {
-    properties.map { $0.readOnly.roots[0] }
+    properties.map { $0.root }
+  }
+
+  /// The versions of `roots` in `snapshot`, pinning those not read yet.
+  func versions(of roots: [any Root], in snapshot: Snapshot) -> [UInt64] {
+    roots.map { snapshot.pin($0).version }
   }
 
   @Test func everyRootIsFoundAgainPastTheScannedPins() {
@@ -21,7 +26,7 @@ import Testing
     #expect(snapshot.pins.count == 1_000)
     for (position, root) in roots.enumerated().reversed() {
       #expect(snapshot.index(of: root) == position)
-      #expect(snapshot.read(properties[position].hub) == position)
+      #expect(snapshot.read(properties[position]) == position)
     }
     #expect(snapshot.pins.count == 1_000)  // nothing pinned twice
   }
@@ -29,8 +34,8 @@ import Testing
   @Test func aRootFirstReadThroughItsHubIsPinnedOnce() {
     let properties = (0..<40).map { Property($0 * 10) }
     let snapshot = Snapshot()
-    for property in properties { #expect(snapshot.read(property.hub) == property.value) }
-    for property in properties.reversed() { #expect(snapshot.read(property.hub) == property.value) }
+    for property in properties { #expect(snapshot.read(property) == property.value) }
+    for property in properties.reversed() { #expect(snapshot.read(property) == property.value) }
     #expect(snapshot.pins.count == 40)
   }
 
@@ -38,15 +43,15 @@ import Testing
     let properties = (0..<20).map { Property($0) }
     let roots = roots(properties)
     let snapshot = Snapshot()
-    let first = snapshot.versions(of: roots)
+    let first = versions(of: roots, in: snapshot)
     properties[15].value = 100
-    #expect(snapshot.versions(of: roots) == first)  // pinned: the write is not seen
+    #expect(versions(of: roots, in: snapshot) == first)  // pinned: the write is not seen
     #expect(!snapshot.isConsistent)
     snapshot.empty()
     #expect(snapshot.find(ObjectIdentifier(properties[15].hub.storage)) == nil)
-    let second = snapshot.versions(of: roots)
-    #expect(second.isLater(than: first))
-    #expect(snapshot.read(properties[15].hub) == 100)
+    let second = versions(of: roots, in: snapshot)
+    #expect(second != first)
+    #expect(snapshot.read(properties[15]) == 100)
     #expect(snapshot.isConsistent)
     #expect(snapshot.pins.count == 20)
   }
