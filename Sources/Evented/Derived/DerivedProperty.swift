@@ -126,16 +126,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     let cores = links.withLock { $0.unlink() }
     for core in cores { core.endSwept() }
     guard !sources.isEmpty || keeper != nil else { return }
-    // The nodes below are released one at a time by the outermost deinit of the
-    // thread, not by each other's deinit in turn, so that freeing a chain of maps does
-    // not recurse as deep as the chain.
-    var below = detachForTeardown()
-    let thread = DeliveringThread.current
-    if thread.pointee.isTearingDown { return thread.pointee.teardown.append(contentsOf: below) }
-    thread.pointee.isTearingDown = true
-    swap(&thread.pointee.teardown, &below)  // moved, so that no second array holds them
-    while let node = thread.pointee.teardown.popLast() { _ = node }
-    thread.pointee.isTearingDown = false
+    // The nodes below are released one at a time by the outermost deinit of the thread.
+    DeliveringThread.tearDown(detachForTeardown().map { $0 as AnyObject })
   }
 }
 
