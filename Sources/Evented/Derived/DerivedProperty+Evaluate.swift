@@ -20,6 +20,18 @@ extension DerivedProperty {
   /// else the body's, remembered for the next read if the state held.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
     if let known = memo.withLock({ $0 }), snapshot.matches(known.reads) { return known.value }
+    return compute(in: snapshot).0
+  }
+
+  /// ``evaluate(in:)`` at the top of a snapshot (no frame open), and what it read.
+  @inlinable func evaluateRecording(in snapshot: Snapshot) -> (Value, Reads) {
+    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads) { return (known.value, known.reads) }
+    return compute(in: snapshot)
+  }
+
+  /// The body's value in `snapshot`, and what it read, remembered for the next read if
+  /// the state held.
+  @inlinable func compute(in snapshot: Snapshot) -> (Value, Reads) {
     guard let body else { fatalError("Evented: a derived value was read while it was freed") }
     if height > Snapshot.deepChain || keeper != nil, !snapshot.isEvaluatingUpstream {
       Self.evaluateUpstream(upstream, in: snapshot)
@@ -32,7 +44,7 @@ extension DerivedProperty {
     // not be found by a later read. Nor one made inside a transaction: it sees the
     // transaction's writes, which other threads do not see yet.
     if snapshot.held(reads), !Self.isInTransaction { remember(value, reads) }
-    return value
+    return (value, reads)
   }
 
   /// Keeps `value`, computed from the state `reads`, in the memo, unless the memo holds

@@ -31,11 +31,7 @@ extension DerivedProperty {
       for root in step.added {
         made.append(EffectState.Link(identity: root.identity, root: root, core: root.notify(self, onCommit)))
         // A commit made between the read and the link reached no link: run again.
-        if let index = step.reads.identities.firstIndex(of: root.identity),
-          root.versionNow != step.reads.versions[index]
-        {
-          moved = true
-        }
+        if let version = step.reads.version(of: root.identity), root.versionNow != version { moved = true }
       }
       for core in links.withLock({ $0.attach(made) }) { core.endSwept() }
     }

@@ -34,9 +34,7 @@ extension DerivedProperty {
   /// - Returns: false if that state may never have existed: then the snapshot is the
   ///   caller's still.
   @inlinable func publishCommit(_ snapshot: Snapshot) -> Bool {
-    let start = snapshot.openFrame()
-    let value = evaluate(in: snapshot)
-    let reads = snapshot.closeFrame(start)
+    let (value, reads) = evaluateRecording(in: snapshot)
     guard snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(snapshot) else {
       return false
     }
@@ -65,13 +63,10 @@ extension DerivedProperty {
   @inlinable func extendsDelivered(_ snapshot: Snapshot) -> Bool {
     let commit = snapshot.commit
     return hub.storage.withLock { _ in
-      guard let position = delivered.identities.firstIndex(of: commit.identity),
-        delivered.versions[position] < commit.version
-      else { return false }
+      guard let version = delivered.version(of: commit.identity), version < commit.version else { return false }
       for index in 1..<snapshot.pins.count {
         let pin = snapshot.pins[index]
-        guard let other = delivered.identities.firstIndex(of: pin.identity), delivered.versions[other] == pin.version
-        else { return false }
+        guard delivered.version(of: pin.identity) == pin.version else { return false }
       }
       return true
     }
@@ -105,11 +100,7 @@ extension DerivedProperty {
 
   /// The value in a consistent snapshot taken as `reader`, and what it read.
   @inlinable func latest(reusing reused: Snapshot? = nil, as reader: Snapshot.Reader) -> (Value, Reads) {
-    Snapshot.consistent(reusing: reused, as: reader) { snapshot in
-      let start = snapshot.openFrame()
-      let value = evaluate(in: snapshot)
-      return (value, snapshot.closeFrame(start))
-    }
+    Snapshot.consistent(reusing: reused, as: reader) { evaluateRecording(in: $0) }
   }
 
   /// Commits `value`, the state `reads`, if it is later than the one delivered last; a

@@ -99,7 +99,7 @@ struct EffectState: Sendable {
       isRelinking = false
       return nil
     }
-    let wanted = Set(reads.identities)
+    let wanted = Set(reads.entries.lazy.map(\.identity))
     var ended: [SubscriptionCore] = []
     var kept: [Link] = []
     for link in linked {
@@ -108,9 +108,7 @@ struct EffectState: Sendable {
     let have = Set(kept.map(\.identity))
     linked = kept
     var added: [any Root] = []
-    for index in reads.identities.indices where !have.contains(reads.identities[index]) {
-      added.append(reads.roots[index])
-    }
+    for entry in reads.entries where !have.contains(entry.identity) { added.append(entry.root) }
     return Step(reads: reads, ended: ended, added: added)
   }
 

@@ -4,31 +4,56 @@
 // links to the roots its last reads name.
 
 /// The roots one evaluation read, each once in the order first read, with the version
-/// of each that it read.
+/// of each that it read. One array, so that recording a value's reads allocates once.
 @usableFromInline
 struct Reads: Sendable {
-  @usableFromInline var roots: [any Root]
-  @usableFromInline var identities: [ObjectIdentifier]
-  @usableFromInline var versions: [UInt64]
+  /// One root read, at one version.
+  @usableFromInline struct Read: Sendable {
+    @usableFromInline let root: any Root
+    /// `root.identity`, kept so that comparing reads calls nothing.
+    @usableFromInline let identity: ObjectIdentifier
+    @usableFromInline let version: UInt64
 
-  @inlinable init(roots: [any Root] = [], identities: [ObjectIdentifier] = [], versions: [UInt64] = []) {
-    self.roots = roots
-    self.identities = identities
-    self.versions = versions
+    @inlinable init(root: any Root, identity: ObjectIdentifier, version: UInt64) {
+      self.root = root
+      self.identity = identity
+      self.version = version
+    }
   }
 
-  @inlinable var count: Int { identities.count }
+  @usableFromInline var entries: [Read]
+
+  @inlinable init() {
+    entries = []
+  }
+
+  @inlinable init(roots: [any Root], identities: [ObjectIdentifier], versions: [UInt64]) {
+    entries = roots.indices.map { Read(root: roots[$0], identity: identities[$0], version: versions[$0]) }
+  }
+
+  @inlinable var count: Int { entries.count }
+  @inlinable var roots: [any Root] { entries.map(\.root) }
+  @inlinable var identities: [ObjectIdentifier] { entries.map(\.identity) }
+  @inlinable var versions: [UInt64] { entries.map(\.version) }
+
+  /// The version read of the root whose identity is `identity`, if it was read.
+  @inlinable func version(of identity: ObjectIdentifier) -> UInt64? {
+    for entry in entries where entry.identity == identity { return entry.version }
+    return nil
+  }
 
   /// Whether every root is still at the version read, as the thread `reader` sees it
   /// (each loaded without its lock where it can be).
   @inlinable func areCurrent(for reader: Snapshot.Reader) -> Bool {
-    for index in roots.indices where roots[index].versionNow(for: reader) != versions[index] { return false }
+    for entry in entries where entry.root.versionNow(for: reader) != entry.version { return false }
     return true
   }
 
   /// Whether `self` and `other` read the same roots, in the same order.
   @inlinable func readsSameRoots(as other: Reads) -> Bool {
-    identities == other.identities
+    guard entries.count == other.entries.count else { return false }
+    for index in entries.indices where entries[index].identity != other.entries[index].identity { return false }
+    return true
   }
 
   /// Whether `self` is a later state than `other`: no root both read is older here, and
@@ -36,23 +61,24 @@ struct Reads: Sendable {
   /// they share read the same roots (the choices a body makes depend on what it read),
   /// so a state that differs from another differs in a root both read.
   @inlinable func isLater(than other: Reads) -> Bool {
-    if identities == other.identities {
+    if readsSameRoots(as: other) {
       var newer = false
-      for index in versions.indices {
-        if versions[index] < other.versions[index] { return false }
-        if versions[index] > other.versions[index] { newer = true }
+      for index in entries.indices {
+        let (mine, theirs) = (entries[index].version, other.entries[index].version)
+        if mine < theirs { return false }
+        if mine > theirs { newer = true }
       }
       return newer
     }
     if other.count == 0 { return true }
     var earlier: [ObjectIdentifier: UInt64] = [:]
     earlier.reserveCapacity(other.count)
-    for index in other.identities.indices { earlier[other.identities[index]] = other.versions[index] }
+    for entry in other.entries { earlier[entry.identity] = entry.version }
     var newer = false
-    for index in identities.indices {
-      guard let version = earlier[identities[index]] else { continue }
-      if versions[index] < version { return false }
-      if versions[index] > version { newer = true }
+    for entry in entries {
+      guard let version = earlier[entry.identity] else { continue }
+      if entry.version < version { return false }
+      if entry.version > version { newer = true }
     }
     return newer
   }

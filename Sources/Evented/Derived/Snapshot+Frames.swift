@@ -15,10 +15,7 @@ extension Snapshot {
     closings &+= 1
     if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }
     var reads = Reads()
-    let count = trail.count - start
-    reads.roots.reserveCapacity(count)
-    reads.identities.reserveCapacity(count)
-    reads.versions.reserveCapacity(count)
+    reads.entries.reserveCapacity(trail.count - start)
     var kept = start
     for position in start..<trail.count {
       let index = Int(trail[position])
@@ -26,9 +23,8 @@ extension Snapshot {
       listed[index] = closings
       trail[kept] = trail[position]
       kept += 1
-      reads.roots.append(pinnedRoots[index])
-      reads.identities.append(pins[index].identity)
-      reads.versions.append(pins[index].version)
+      reads.entries.append(
+        Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
     }
     trail.removeLast(trail.count - kept)
     if frames == 0 { trail.removeAll(keepingCapacity: true) }
@@ -41,9 +37,9 @@ extension Snapshot {
   /// does, and the evaluation that follows records what it reads itself.
   @inlinable func matches(_ reads: Reads) -> Bool {
     let start = trail.count
-    for position in reads.identities.indices {
-      let index = find(reads.identities[position]) ?? pinNew(reads.roots[position])
-      guard pins[index].version == reads.versions[position] else {
+    for entry in reads.entries {
+      let index = find(entry.identity) ?? pinNew(entry.root)
+      guard pins[index].version == entry.version else {
         if frames > 0 { trail.removeLast(trail.count - start) }
         return false
       }
