@@ -35,7 +35,7 @@ extension DerivedProperty {
   ///   caller's still.
   @inlinable func publishCommit(_ snapshot: Snapshot) -> Bool {
     let (value, reads) = evaluateRecording(in: snapshot)
-    guard snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(snapshot) else {
+    guard snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(reads, snapshot.commit) else {
       return false
     }
     // Returned to the thread before the node's observers, delivered below, run: so that
@@ -55,20 +55,26 @@ extension DerivedProperty {
     refresh(reusing: snapshot, inPass: true)
   }
 
-  /// Whether the commit of `snapshot`, with the other roots pinned there, is a state that
-  /// existed: each other root is still at its version in the state delivered last, and
-  /// the commit is later than that state's. That state held at some instant; each other
-  /// root kept its version from then until it was pinned, and the commit came in
-  /// between, so they all held together just after it.
-  @inlinable func extendsDelivered(_ snapshot: Snapshot) -> Bool {
-    let commit = snapshot.commit
-    return hub.storage.withLock { _ in
-      guard let version = delivered.version(of: commit.identity), version < commit.version else { return false }
-      for index in 1..<snapshot.pins.count {
-        let pin = snapshot.pins[index]
-        guard delivered.version(of: pin.identity) == pin.version else { return false }
+  /// Whether `reads`, made in the snapshot of `commit` (the other roots pinned there at
+  /// their latest versions), are a state that existed: they read the roots the state
+  /// delivered last read, each other root still at its version there, and the commit
+  /// later than that state's. That state held at some instant; each other root kept
+  /// its version from then until it was pinned, and the commit came in between, so
+  /// they all held together just after it. O(n) in the roots read.
+  @inlinable func extendsDelivered(_ reads: Reads, _ commit: Snapshot.Pin) -> Bool {
+    hub.storage.withLock { _ in
+      guard reads.readsSameRoots(as: delivered) else { return false }
+      var found = false
+      for index in reads.entries.indices {
+        let (read, last) = (reads.entries[index], delivered.entries[index])
+        if read.identity == commit.identity {
+          guard read.version > last.version else { return false }
+          found = true
+        } else if read.version != last.version {
+          return false
+        }
       }
-      return true
+      return found
     }
   }
 
