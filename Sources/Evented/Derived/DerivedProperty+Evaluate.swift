@@ -11,6 +11,10 @@ extension DerivedProperty {
   /// The value now: the memo if no root it read moved since, else a consistent
   /// snapshot's.
   @inlinable var value: Value {
+    // One root: its word, loaded under the memo's lock (no other lock taken there), and
+    // the value copied out, without retaining the memo.
+    let single = memo.withLock { $0?.valueIfCurrentOfOneRoot }
+    if single != nil { return single.unsafelyUnwrapped }
     let known = memo.withLock { $0 }
     if let known, known.reads.areCurrent(for: .calling) { return known.value }
     return Snapshot.consistent { evaluate(in: $0) }

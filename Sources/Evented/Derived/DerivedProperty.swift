@@ -32,10 +32,25 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline final class Memo: Sendable {
     @usableFromInline let reads: Reads
     @usableFromInline let value: Value
+    /// The version word of the one root read, if there is one and it has a word: a read
+    /// checks it without a call through `Root` (``Root/versionWord``), as an address so
+    /// that the memo stays `Sendable`; valid while the root lives, which `reads` keeps.
+    @usableFromInline let word: UInt
 
     @usableFromInline init(_ reads: Reads, _ value: Value) {
       self.reads = reads
       self.value = value
+      word = reads.count == 1 ? reads.entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
+    }
+
+    /// The value, if it was computed from one root that is still at the version read,
+    /// as a load of the root's version word tells without a lock; nil if that cannot
+    /// tell.
+    @inlinable var valueIfCurrentOfOneRoot: Value? {
+      guard word != 0, let version = unlockedVersion(UnsafePointer(bitPattern: word)),
+        version == reads.entries[0].version
+      else { return nil }
+      return value
     }
   }
 
