@@ -27,6 +27,10 @@ struct Reads: Sendable {
     entries = []
   }
 
+  @inlinable init(entries: [Read]) {
+    self.entries = entries
+  }
+
   @inlinable init(roots: [any Root], identities: [ObjectIdentifier], versions: [UInt64]) {
     entries = roots.indices.map { Read(root: roots[$0], identity: identities[$0], version: versions[$0]) }
   }

@@ -12,6 +12,13 @@ extension Snapshot {
   /// read by the frame around it.
   @usableFromInline func closeFrame(_ start: Int) -> Reads {
     frames -= 1
+    if trail.count - start == 1 {
+      // One read (a map of one root): nothing to list once.
+      let index = Int(trail[start])
+      if frames == 0 { trail.removeAll(keepingCapacity: true) }
+      return Reads(
+        entries: [Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
+    }
     closings &+= 1
     if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }
     var reads = Reads()
