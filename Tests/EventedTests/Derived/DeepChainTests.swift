@@ -100,4 +100,3 @@ import Testing
     #expect(received.values == [Self.length])
   }
 }
-
