@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A value that notifies its subscribers after every change.
 ///
 /// ```swift
@@ -45,9 +43,6 @@ import Synchronization
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  /// This property as a root of derived values (Root.swift), made by the first
-  /// evaluation that reads it.
-  @usableFromInline let rootReference = AtomicLazyReference<HubRoot<Update<Value>, Value>>()
   /// Observation's view of this property (see ObservationSite.swift), kept in the hub's
   /// storage, after its lock (PropertyStorage.swift). A lazy property's hooks are in the
   /// hub's core.
@@ -55,9 +50,12 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     unsafeDowncast(hub.storage, to: PropertyHubStorage<Update<Value>, Value>.self).observation
   }
 
-  /// This property as a root of derived values.
+  /// This property as a root of derived values (Root.swift): made by an evaluation that
+  /// reads the property first, not kept here, so that an idle property stays small
+  /// (a snapshot finds a root pinned already by its identity, and a memo keeps the
+  /// roots it read).
   @inlinable var root: HubRoot<Update<Value>, Value> {
-    rootReference.load() ?? rootReference.storeIfNil(HubRoot(property: hub, lazy: hub.lazyHooks))
+    HubRoot(property: hub, lazy: hub.lazyHooks)
   }
 
   @usableFromInline
