@@ -32,6 +32,19 @@ let workloads: [Workload] = [
   Workload(id: "W1r-plain", title: "read an unchanged property", unit: "ns/read") {
     derivedReadBench($0, derived: false)
   },
+  Workload(id: "D1", title: "combineLatest of 1,000 roots, one written, 1 subscriber", unit: "ns/write") {
+    combineManyBench($0)
+  },
+  Workload(id: "D2", title: "balanced tree of pairs over 1,000 roots, one written", unit: "ns/write") {
+    pairTreeBench($0)
+  },
+  Workload(id: "D3", title: "left-deep chain of 100 pairs, the top root written", unit: "ns/write") {
+    pairChainBench($0)
+  },
+  Workload(id: "D4", title: "chain of 1,000 maps, 1 subscriber", unit: "ns/write") { mapChainBench($0) },
+  Workload(id: "D5", title: "chain of 100 flatMapLatests, the innermost target written", unit: "ns/write") {
+    switchChainBench($0)
+  },
   Workload(id: "W2", title: "send to 100 subscribers", unit: "ns/delivery", divisor: 100) {
     sendBench($0, subscribers: 100)
   },

@@ -60,7 +60,7 @@ extension ArrayProperty {
   /// A node that follows this array.
   private func makeViewNode() -> DerivedProperty<[Element]> {
     let root = ArrayRoot(hub)
-    return DerivedProperty(roots: [root], isDuplicate: nil) { unbox($0.pin(root).value) }
+    return DerivedProperty(isDuplicate: nil) { unbox($0.pin(root).value) }
   }
 }
 

@@ -18,14 +18,17 @@
 
 /// The engine of one derived event source.
 @usableFromInline
-final class DerivedEventSource<Event: Sendable>: Sendable {
+final class DerivedEventSource<Event: Sendable>: @unchecked Sendable {
+  // @unchecked Sendable: `links` is guarded by its own lock; `sources` is written once
+  // before the node is shared, and emptied only by its deinit, when nothing else can
+  // reach it.
   /// The node's observers and their deliveries, bounded by the smallest backlog limit
   /// of the sources: a derived source stays within its sources' own bound.
   @usableFromInline let hub: Hub<Event, Void>
   /// The node's own subscriptions to its sources.
   @usableFromInline let links = Lock.make([SubscriptionCore]())
   /// The sources, kept alive by the node.
-  @usableFromInline let sources: [any Sendable]
+  @usableFromInline @exclusivity(unchecked) var sources: [any Sendable]
 
   @usableFromInline init(sources: [any Sendable], backlogLimit: Int) {
     self.sources = sources
@@ -35,6 +38,12 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
   deinit {
     let cores = links.withLock { $0.take() }
     for core in cores { core.endSwept() }
+    // The derived sources below are released one at a time by the outermost deinit of
+    // the thread, so that freeing a chain of them does not recurse as deep as it.
+    let below = sources.compactMap { ($0 as? any DerivedEventSourceView)?.node }
+    if below.isEmpty { return }
+    sources = []
+    DeliveringThread.tearDown(below)
   }
 
   /// Subscribes the node to `source`; `receive` runs for every event, one at a time, in
@@ -50,6 +59,16 @@ final class DerivedEventSource<Event: Sendable>: Sendable {
     links.withLock { $0.append(entry) }
     source.hub.subscribe(entry)
   }
+}
+
+/// A view of an event source, seen by the teardown of a derived source built on it.
+protocol DerivedEventSourceView {
+  /// The node of a derived source; nil for a view of a plain source.
+  var node: AnyObject? { get }
+}
+
+extension ReadOnlyEventSource: DerivedEventSourceView {
+  var node: AnyObject? { derived }
 }
 
 extension DerivedEventSource: FollowingNode {

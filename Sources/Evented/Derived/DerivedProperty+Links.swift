@@ -1,127 +1,87 @@
-// How a derived node links to its sources: the subscriptions it holds while it has
-// observers, made and ended as observers come and go, and the switch of a following
-// node (`flatMapLatest`) from one target to the next (DerivedProperty+Follow.swift
-// says how it commits).
+// How an observed derived value links to the roots it read: one subscription per root
+// (`RootEntry`, Root.swift), made and ended as its reads change and as observers come
+// and go.
 //
 // Lifetimes:
 //   observer's subscription --(handler captures the node as anchor)--> node
-//   node --(strong: `body`, `compute`, `links`)--> its sources and transforms
+//   node --(strong: `body`)--> its sources and transforms
 //   root --(weak owner)--> node
 // When the last reference and the last subscription go, the node deinitializes and
-// ends its own subscriptions to its roots (their `observerCount` drops back).
+// ends its links (their roots' `observerCount` drops back).
 //
-// `flatMapLatest` adds a switch: `links.inner` is the subscription to the current
-// target, and `generation` numbers the targets. The outer source's handler (serial)
-// detaches from the old target, bumps the generation, then subscribes to the new one;
-// an update from an old target is committed only if the generation it was made for is
-// still current, checked under the hub's lock, so once the new target's first value is
-// committed nothing from an old target follows it.
+// Relinking is serial without a lock held while subscribing (a subscription may sweep
+// garbage, and a sweep may reach this node): a run asks for the links of its reads,
+// numbered so that a later state's links win; the thread that finds nobody relinking
+// applies the newest request, then any that arrived meanwhile (EffectState.swift).
 
 import Synchronization
 
-/// The subscriptions a node holds on its sources; ended when the node deinitializes.
-@usableFromInline
-struct LinkState: Sendable {
-  @usableFromInline var sources: [SubscriptionCore] = []
-  /// A computed node: whether it follows its roots (while it has observers).
-  @usableFromInline var isLinked = false
-  /// A computed node: observers announced by `willObserve` and not yet subscribed.
-  @usableFromInline var arriving = 0
-  /// `flatMapLatest` only: the subscription to the current target.
-  @usableFromInline var inner: SubscriptionCore?
-  /// `flatMapLatest` only: the current target, kept alive while it is followed.
-  @usableFromInline var target: (any Sendable)?
-  /// `flatMapLatest` only: the number of the switch that chose `target`.
-  @usableFromInline var targetGeneration: UInt = 0
-  /// `flatMapLatest` only: the versions of the outer source's roots at which `target`
-  /// was chosen, or found chosen again; nil before the first choice.
-  @usableFromInline var chosenAt: Versions?
-  /// `flatMapLatest` only, with a computed `Equatable` outer source: its value at
-  /// `chosenAt`, which an equal value chooses again (DerivedProperty+Follow.swift).
-  @usableFromInline var chosenValue: (any Sendable)?
-  /// `flatMapLatest` only: the identity of `target`'s hub; nil for a missing target.
-  @usableFromInline var targetID: ObjectIdentifier?
-  /// `flatMapLatest` only: the roots that `target` and the outer source both read, as
-  /// pairs of positions in their roots (``DerivedProperty/sharedRoots(_:_:)``).
-  @usableFromInline var sharedRoots: [(Int, Int)] = []
-  /// `flatMapLatest` only: whether a target (or a missing one) has been chosen yet.
-  @usableFromInline var isSwitched = false
-
-  @usableFromInline init() {}
-}
-
 extension DerivedProperty {
-  /// Subscribes a computed node to each of its roots, in place of any earlier
-  /// subscriptions, then catches up with what was committed meanwhile.
-  @usableFromInline func relink() {
-    let onCommit = onCommit.unsafelyUnwrapped
-    let cores = directLink.map { [$0(self)] } ?? roots.map { root in root.notify(self, onCommit) }
-    let earlier = links.withLock { links in
-      defer {
-        links.sources = cores
-        links.isLinked = true
+  /// Links the node to the roots of `reads` and ends its links to any other root, unless
+  /// a request numbered higher came first. A run asks before it commits a state, with an
+  /// odd number (twice the commit's number, minus one), and after, with an even one, so
+  /// that a state committed later always wins.
+  @usableFromInline func relink(to reads: Reads, at number: UInt64) {
+    guard links.withLock({ $0.request(reads, number: number) }) else { return }
+    var moved = false
+    while let step = links.withLock({ $0.nextStep() }) {
+      for core in step.ended { core.endSwept() }
+      if step.added.isEmpty { continue }
+      var made: [EffectState.Link] = []
+      for root in step.added {
+        made.append(EffectState.Link(identity: root.identity, root: root, core: root.notify(self, onCommit)))
+        // A commit made between the read and the link reached no link: run again.
+        if let version = step.reads.version(of: root.identity), root.versionNow != version { moved = true }
       }
-      return links.sources
+      for core in links.withLock({ $0.attach(made) }) { core.endSwept() }
     }
-    for core in earlier { core.endSwept() }
-    refreshing.unsafelyUnwrapped(self)
+    if moved { refresh() }
   }
 
-  /// Ends a computed node's subscriptions to its roots; its next observer makes new ones.
+  /// Starts following the roots: links to what the latest state reads, and commits it
+  /// if it is later than the one delivered last.
+  @usableFromInline func link() {
+    for core in links.withLock({ $0.link() }) { core.endSwept() }
+    refresh(relinking: true)
+  }
+
+  /// Ends the node's links; its next observer makes new ones.
   @usableFromInline func unlink() {
-    let cores = links.withLock { links -> [SubscriptionCore] in
-      links.isLinked = false
-      defer { links.sources = [] }
-      return links.sources
+    for core in links.withLock({ $0.unlink() }) { core.endSwept() }
+  }
+
+  /// Ends the node's links if it has no observers and none is arriving.
+  @usableFromInline func unlinkIfUnobserved() {
+    let cores = links.withLock { state -> [SubscriptionCore] in
+      guard state.isLinked, state.arriving == 0, !hub.hasLiveSubscribers else { return [] }
+      return state.unlink()
     }
     for core in cores { core.endSwept() }
   }
-
-  /// Ends a computed node's subscriptions to its roots if it has no observers and none
-  /// is arriving: nobody needs its updates until the next `willObserve`.
-  ///
-  /// - Returns: Whether the node does not follow its roots now.
-  @usableFromInline func unlinkIfUnobserved() -> Bool {
-    let (cores, unlinked) = links.withLock { links -> ([SubscriptionCore], Bool) in
-      guard links.isLinked else { return ([], true) }
-      guard links.arriving == 0, !hub.hasLiveSubscribers else { return ([], false) }
-      links.isLinked = false
-      defer { links.sources = [] }
-      return (links.sources, true)
-    }
-    for core in cores { core.endSwept() }
-    return unlinked
-  }
-}
-
-extension DerivedProperty: FollowingNode {
-  @usableFromInline var hasLiveObservers: Bool { hub.hasLiveSubscribers }
 }
 
 extension DerivedProperty: ObservedNode {
   @usableFromInline func willObserve() {
-    guard body != nil else { return catchingUp.unsafelyUnwrapped(self) }
-    let mustLink = links.withLock { links -> Bool in
-      links.arriving += 1
-      // A root that found the node unobserved dropped its subscription (keepsLinks).
-      return !links.isLinked
+    let mustLink = links.withLock { state -> Bool in
+      state.arriving += 1
+      // A root that found the node unobserved dropped its link (keepsLinks).
+      return !state.isLinked
     }
-    if mustLink { relink() } else { refreshing.unsafelyUnwrapped(self) }
+    if mustLink { link() } else { refreshing(self) }
   }
 
   @usableFromInline func didObserve() {
-    guard body != nil else { return }
     links.withLock { $0.arriving -= 1 }
   }
 
   @usableFromInline func keepsLinks() -> Bool {
-    checkLinks.map { $0(self) } ?? true
+    checkLinks(self)
   }
 
   @inlinable func keepsLinksNow() -> Bool {
-    links.withLock { links in
-      if links.arriving > 0 || hub.hasLiveSubscribers { return true }
-      links.isLinked = false
+    links.withLock { state in
+      if state.arriving > 0 || hub.hasLiveSubscribers { return true }
+      state.dropped()
       return false
     }
   }
@@ -131,12 +91,11 @@ extension DerivedProperty: ObservedNode {
   }
 
   @usableFromInline func observerEnded() {
-    guard body != nil else { return }
-    _ = unlinkIfUnobserved()
+    unlinkIfUnobserved()
   }
 
   @usableFromInline func refreshLatest() {
-    guard body != nil, links.withLock({ $0.isLinked }) else { return }
-    refreshing.unsafelyUnwrapped(self)
+    guard links.withLock({ $0.isLinked }) else { return }
+    refreshing(self)
   }
 }

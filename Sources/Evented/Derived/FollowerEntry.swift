@@ -76,6 +76,8 @@ final class FollowerEntry<Message>: Entry<Message>, @unchecked Sendable {
 
   @usableFromInline override var liveOwner: AnyObject? { node }
 
+  @usableFromInline override var checkedOwner: AnyObject? { node }
+
   /// The node, if it has a live observer; else a request to sweep its observers once
   /// the source is unlocked (the subscription stays: the node follows its sources for
   /// as long as it lives).

@@ -232,9 +232,7 @@ extension Collection where Element: PropertyProtocol {
   ) -> ReadOnlyProperty<[Element.Value]> {
     let sources = map { $0.readOnly }
     if sources.isEmpty { return ReadOnlyProperty(constant: []) }
-    let node = DerivedProperty(
-      roots: uniqueRoots(sources.map(\.roots)), upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate
-    ) { snapshot in
+    let node = DerivedProperty(upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate) { snapshot in
       sources.map { $0.evaluate(in: snapshot) }
     }
     return ReadOnlyProperty(derived: node)
@@ -246,22 +244,8 @@ extension PropertyProtocol {
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
-    if let viewed = source.viewed {
-      // A map of a property: each commit's value is computed from the commit itself.
-      let node = DerivedProperty(
-        roots: source.roots, isDuplicate: isDuplicate
-      ) { snapshot in
-        transform(snapshot.read(viewed.hub))
-      }
-      node.directLink = { node in
-        HubRoot(property: viewed.hub, lazy: viewed.hub.lazyHooks).notifyDirectly(node, transform)
-      }
-      return ReadOnlyProperty(derived: node)
-    }
-    let node = DerivedProperty(
-      roots: source.roots, upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
-    ) { snapshot in
-      transform(source.evaluate(in: snapshot))
+    let node = DerivedProperty(upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate) {
+      snapshot in transform(source.evaluate(in: snapshot))
     }
     return ReadOnlyProperty(derived: node)
   }
@@ -272,18 +256,10 @@ extension PropertyProtocol {
     let first = readOnly
     let second = other.readOnly
     let node = DerivedProperty(
-      roots: uniqueRoots([first.roots, second.roots]),
       upstream: [first.computedNode, second.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
     ) {
       snapshot in (first.evaluate(in: snapshot), second.evaluate(in: snapshot))
     }
     return ReadOnlyProperty(derived: node)
   }
-}
-
-/// The roots of several sources, each once, in the order first met.
-@usableFromInline func uniqueRoots(_ lists: [[any Root]]) -> [any Root] {
-  var roots: [any Root] = []
-  for root in lists.joined() where !roots.contains(where: { $0.identity == root.identity }) { roots.append(root) }
-  return roots
 }

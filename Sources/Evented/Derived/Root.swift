@@ -1,12 +1,11 @@
 // Glitch freedom, the roots' side: the sources that derived values read (a property's
-// hub, an array's, or a `flatMapLatest` node's), how their version and committed value
-// are read together, and the subscription through which each commit reaches a derived
-// node (Snapshot.swift says how an evaluation reads them).
+// hub or an array's), how their version and committed value are read together, and the
+// link through which each commit reaches an observed derived value (Snapshot.swift says
+// how an evaluation reads them).
 
 import Synchronization
 
-/// A source whose committed value derived values read: a property's hub, an array's, or
-/// the hub of a derived value that follows others (`flatMapLatest`).
+/// A source whose committed value derived values read: a property's hub or an array's.
 @usableFromInline
 protocol Root: AnyObject, Sendable {
   /// The source's hub storage: two roots are the same root when this is the same.
@@ -80,11 +79,6 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   @usableFromInline let notifying:
     (@Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore)?
 
-  /// A root that is only read (pinned), never notified.
-  @inlinable convenience init(reading hub: Hub<Message, Stored>) {
-    self.init(hub, notifying: nil)
-  }
-
   @inlinable init(
     _ hub: Hub<Message, Stored>,
     notifying: (
@@ -134,48 +128,17 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
 extension HubRoot where Message == Update<Stored> {
   /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
   @inlinable func subscribe(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void, counting: Bool
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore {
     // Every commit after the subscription bumps the version by one and reaches this
-    // subscription, in commit order: counting them gives each one's version. A hub
-    // whose waiting updates merge (a `flatMapLatest`'s) delivers one update for
-    // several commits: its version and value are read together instead.
+    // subscription, in commit order: counting them gives each one's version.
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
     let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, update in
       // A commit of a transaction is never a state of its own (Transaction.swift).
       let isPartial = transactionsBegun.load(ordering: .relaxed) && update.isTransactional
-      guard counting else {
-        let (committed, value) = pinning(hub, .calling)
-        return Snapshot.ofCommit(of: self, version: committed, value: value, isPartial: isPartial) {
-          refresh(owner, $0)
-        }
-      }
       let committed = version.add(1, ordering: .relaxed).newValue
       Snapshot.ofCommit(of: self, version: committed, value: update.new, isPartial: isPartial) { refresh(owner, $0) }
-    }
-    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
-    return entry
-  }
-
-  /// Subscribes `node`, a map of this property by `transform`, to every commit: each
-  /// commit's value is computed from the commit itself and committed to the node
-  /// (``DerivedProperty/commitDirect(_:version:)``), unless it was made inside a
-  /// transaction, which the node computes whole.
-  @inlinable func notifyDirectly<Value>(
-    _ node: DerivedProperty<Value>, _ transform: @escaping @Sendable (Stored) -> Value
-  ) -> SubscriptionCore {
-    let version = Atomic<UInt64>(0)
-    let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { owner, update in
-      let committed = version.add(1, ordering: .relaxed).newValue
-      let node = unsafeDowncast(owner, to: DerivedProperty<Value>.self)
-      if update.isTransactional { return node.refresh() }
-      // A value built on the node may have computed this commit already (memoized).
-      if node.memoFirstVersion.load(ordering: .acquiring) == committed, node.commitMemoized(version: committed) {
-        return
-      }
-      node.commitDirect(transform(update.new), version: committed)
     }
     hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
     return entry
@@ -252,12 +215,8 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 }
 
 extension HubRoot where Message == Update<Stored> {
-  /// The root of a property's hub; `countsCommits` unless its waiting updates merge
-  /// (a `flatMapLatest`'s hub), so that one update may stand for several commits.
-  @inlinable convenience init(
-    property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil, countsCommits: Bool = true
-  ) {
-    self.init(
-      hub, notifying: { root, node, refresh in root.subscribe(node, refresh, counting: countsCommits) }, lazy: lazy)
+  /// The root of a property's hub.
+  @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
+    self.init(hub, notifying: { root, node, refresh in root.subscribe(node, refresh) }, lazy: lazy)
   }
 }

@@ -48,8 +48,9 @@ struct DeliveringState {
   @usableFromInline var owedRoom: [any OwedRoom] = []
   /// The transaction the thread is inside, if any (Transaction.swift).
   @usableFromInline var transaction: RunningTransaction?
-  /// Derived values whose release a deinit on this thread postponed (DerivedProperty.swift).
-  @usableFromInline var teardown: [any EvaluatedNode] = []
+  /// Derived values and derived event sources whose release a deinit on this thread
+  /// postponed (``DeliveringThread/tearDown(_:)``).
+  @usableFromInline var teardown: [AnyObject] = []
   @usableFromInline var isTearingDown = false
   /// An empty snapshot kept for the next evaluation of a derived value on this thread
   /// (Snapshot.swift), so that evaluating allocates nothing.
@@ -244,4 +245,20 @@ class PostponedDelivery {
 
   /// Delivers, on the thread that postponed it.
   @usableFromInline func run(_ thread: UnsafeMutablePointer<DeliveringState>) {}
+}
+
+extension DeliveringThread {
+  /// Releases `below`, the nodes that a node being freed held (the last references to
+  /// them), one at a time from the outermost such deinit of the thread, not by each
+  /// other's deinit in turn: freeing a chain of derived values or derived event sources
+  /// does not recurse as deep as the chain.
+  @usableFromInline static func tearDown(_ below: consuming [AnyObject]) {
+    let thread = current
+    if thread.pointee.isTearingDown { return thread.pointee.teardown.append(contentsOf: below) }
+    thread.pointee.isTearingDown = true
+    var held = below
+    swap(&thread.pointee.teardown, &held)  // moved, so that no second array holds them
+    while let node = thread.pointee.teardown.popLast() { _ = node }
+    thread.pointee.isTearingDown = false
+  }
 }

@@ -52,6 +52,9 @@
       /// An actor variant's handler task reads its thread's ID before a handler's
       /// `await` and locks with it after, when the task may run on another thread.
       case threadIDAcrossAwait = 7
+      /// An observed derived value delivers every state it computes, also one that is
+      /// not later than the state it delivered last: a state computed late, or twice.
+      case derivedDeliversStaleState = 8
     }
 
     /// The bug planted now, if any.
@@ -81,6 +84,9 @@
     }
     @usableFromInline static var transactionSeenInPart: Bool { FaultInjection.isPlanted(.transactionSeenInPart) }
     @usableFromInline static var threadIDAcrossAwait: Bool { FaultInjection.isPlanted(.threadIDAcrossAwait) }
+    @usableFromInline static var derivedDeliversStaleState: Bool {
+      FaultInjection.isPlanted(.derivedDeliversStaleState)
+    }
   }
 
   /// The thread ID that every lock of a task claims while the planted

@@ -87,7 +87,7 @@ extension Hub {
       guard let core = state.core else { return (false, nil) }
       for case let entry? in core.pointee.subscribers.slots where !entry.isEnded {
         if entry.isOwnedByHandle { return (true, nil) }
-        if let owner = entry.sweptOwner { return (true, owner) }
+        if let owner = entry.checkedOwner { return (true, owner) }
       }
       return (false, nil)
     }

@@ -312,12 +312,29 @@ class HubStorage<Message: Sendable, Stored>: LockStorage<HubState<Message, Store
   /// A handler running on another thread finishes and then releases itself.
   deinit {
     guard let core = withLock({ $0.core.take() }) else { return }
-    for case let entry? in core.pointee.subscribers.slots { entry.endSwept() }
-    for removal in core.pointee.subscribers.removals.values {
-      for entry in removal { entry.endSwept() }
-    }
+    var entries: [SubscriptionCore] = []
+    for case let entry? in core.pointee.subscribers.slots { entries.append(entry) }
+    for removal in core.pointee.subscribers.removals.values { entries.append(contentsOf: removal.lazy.map { $0 }) }
     core.deinitialize(count: 1)
     core.deallocate()
+    // Ended from the outermost such release of the thread: a handler released here may
+    // hold the last reference to another source (a chain of sources forwarding from
+    // handlers), which ends its own subscriptions in turn, one after the other.
+    DeliveringThread.tearDown([EndingSubscriptions(entries)])
+  }
+}
+
+/// Subscriptions of a source that is gone, ended when this is released.
+@usableFromInline
+final class EndingSubscriptions {
+  @usableFromInline let entries: [SubscriptionCore]
+
+  @usableFromInline init(_ entries: [SubscriptionCore]) {
+    self.entries = entries
+  }
+
+  deinit {
+    for entry in entries { entry.endSwept() }
   }
 }
 

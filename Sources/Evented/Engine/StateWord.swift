@@ -105,6 +105,13 @@ class SubscriptionCore: @unchecked Sendable {
   /// that is sometimes late: see `RootEntry`).
   @usableFromInline var sweptOwner: AnyObject? { liveOwner }
 
+  /// The owner, for a check of whether the source has live subscribers made while
+  /// another source's sweep asks about it (`Hub.hasLiveSubscribers`): as ``sweptOwner``,
+  /// except that a derived source built on this one counts as live while it exists, so
+  /// that the check does not walk a chain of derived sources (each of which the sweeps
+  /// of its own sources check).
+  @usableFromInline var checkedOwner: AnyObject? { sweptOwner }
+
   /// The thread running the handler now, or 0.
   @inlinable final var runner: UInt { word.load(ordering: .acquiring) & ~(Self.ended | Self.runnerReleases) }
 

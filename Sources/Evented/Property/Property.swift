@@ -50,6 +50,14 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     unsafeDowncast(hub.storage, to: PropertyHubStorage<Update<Value>, Value>.self).observation
   }
 
+  /// This property as a root of derived values (Root.swift): made by an evaluation that
+  /// reads the property first, not kept here, so that an idle property stays small
+  /// (a snapshot finds a root pinned already by its identity, and a memo keeps the
+  /// roots it read).
+  @inlinable var root: HubRoot<Update<Value>, Value> {
+    HubRoot(property: hub, lazy: hub.lazyHooks)
+  }
+
   @usableFromInline
   init(
     value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?, backlogLimit: Int = defaultBacklogLimit,

@@ -64,8 +64,8 @@ extension PropertyProtocol {
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first (for
   ///   a derived value, its roots' too).
   public var observerCount: Int {
-    if let node = readOnly.derived, node.body != nil {
-      for root in node.roots { root.sweep() }
+    if let node = readOnly.derived {
+      for root in node.readRoots { root.sweep() }
     }
     return hub.liveCount
   }

@@ -98,25 +98,17 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
     return hub.read { copy $0 }
   }
 
-  /// The roots that a value derived from this one reads (Root.swift).
-  @inlinable var roots: [any Root] {
-    if let derived { return derived.rootsSeenFromAbove }
-    guard viewed != nil else { return [] }  // A constant never commits.
-    return [HubRoot(property: hub, lazy: hub.lazyHooks)]
-  }
-
-  /// The computed node behind this value, if it is one (not a view, a constant or a
-  /// `flatMapLatest`, which are read from their hubs).
-  @inlinable var computedNode: (any EvaluatedNode)? {
-    guard let derived, derived.body != nil else { return nil }
-    return derived
-  }
+  /// The computed node behind this value, if it is one (not a view or a constant).
+  @inlinable var computedNode: (any EvaluatedNode)? { derived }
 
   /// The value in `snapshot`.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
-    guard derived != nil else { return snapshot.read(hub) }
-    // Borrowed from `self`, not retained.
-    return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { $0.evaluate(in: snapshot) }
+    if derived != nil {
+      // Borrowed from `self`, not retained.
+      return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { $0.evaluate(in: snapshot) }
+    }
+    if let viewed { return snapshot.read(viewed) }
+    return hub.read { copy $0 }  // a constant: never committed, so never a root
   }
 
   /// This view itself.

@@ -33,6 +33,7 @@ import Testing
       ("forgetRunningEndedSubscriptions", "cancel-race"),
       ("derivedUsesDeliveredValue", "derived"),
       ("transactionSeenInPart", "derived"),
+      ("derivedDeliversStaleState", "derived"),
     ])
     func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
       let executable = try #require(

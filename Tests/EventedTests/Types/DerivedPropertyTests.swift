@@ -304,13 +304,14 @@ final class Friend: Sendable {
 
   // MARK: Chains switch cleanly
 
-  @Test func flatMapLatestAttachesToTheCurrentTargetWhenCreated() {
+  @Test func flatMapLatestReadsTheCurrentTargetAtOnceAndFollowsItWhenObserved() {
     let me = Property<Friend?>(Friend("Ann"))
     let name = me.flatMapLatest { $0?.name }
-    #expect(me.value?.name.observerCount == 1, "attached before anybody observes")
     #expect(name.value == "Ann")
+    #expect(me.value?.name.observerCount == 0, "unobserved, it follows nothing")
     let seen = Recorder<String?>()
     let subscription = name.observe { seen.append($0) }
+    #expect(me.value?.name.observerCount == 1, "observed, it follows its current target")
     // The target's own change is followed without the base changing first.
     me.value?.name.value = "Anna"
     #expect(seen.values == ["Ann", "Anna"])
@@ -398,8 +399,13 @@ final class Friend: Sendable {
       let pair = mapped.combineLatest(b)
       let followed = b.flatMapLatest { _ in pair.map { $0.0 } }
       #expect(followed.value == 2)
+      // Unobserved, derived values follow nothing.
+      #expect(a.observerCount == 0)
+      #expect(b.observerCount == 0)
+      let subscription = followed.observe { _ in }
       #expect(a.observerCount == 1)
-      #expect(b.observerCount == 2)
+      #expect(b.observerCount == 1)  // one link per root, however many paths lead to it
+      subscription.cancel()
     }
     #expect(live.value == 0, "the transform and its captures were released")
     #expect(a.observerCount == 0)

@@ -87,19 +87,22 @@ private final class HookLog: Sendable {
     #expect(await settles { hooks.log == "+-" }, "\(hooks.log)")
   }
 
-  /// A `flatMapLatest` that switches away from a derived target, or ends, is that
-  /// target's observer no more: a lazy root read only through the target stops.
+  /// An observed `flatMapLatest` that switches away from a derived target, or whose
+  /// observer ends, is that target's observer no more: a lazy root read only through
+  /// the target stops.
   @Test func switchingAwayFromADerivedTargetStopsItsLazyRoot() {
     let hooks = (0..<2).map { _ in HookLog() }
     let roots = hooks.map { log in Property(0, onFirstObserver: log.hook("+"), onLastObserverGone: log.hook("-")) }
     let targets = roots.map { root in root.map { $0 + 1 } }
     let pick = Property(0)
-    var followed: ReadOnlyProperty<Int>? = pick.flatMapLatest { targets[$0] }
+    let followed = pick.flatMapLatest { targets[$0] }
+    #expect(hooks[0].log == "" && hooks[1].log == "", "unobserved, it follows nothing")
+    let observer = followed.observe { _ in }
     #expect(hooks[0].log == "+" && hooks[1].log == "")
     pick.value = 1
     #expect(hooks[0].log == "+-" && hooks[1].log == "+")
-    #expect(followed?.value == 1)
-    followed = nil
+    #expect(followed.value == 1)
+    observer.cancel()
     #expect(hooks[1].log == "+-")
   }
 

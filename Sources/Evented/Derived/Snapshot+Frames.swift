@@ -1,0 +1,71 @@
+// How a snapshot records what each evaluation reads (Snapshot.swift): a frame per
+// running evaluation, closed into that evaluation's `Reads`.
+
+extension Snapshot {
+  /// Starts recording the reads of one evaluation; returns where they start in `trail`.
+  @inlinable func openFrame() -> Int {
+    frames += 1
+    return trail.count
+  }
+
+  /// Ends the frame opened at `start`: its reads, each root once, which also count as
+  /// read by the frame around it.
+  @usableFromInline func closeFrame(_ start: Int) -> Reads {
+    frames -= 1
+    if trail.count - start == 1 {
+      // One read (a map of one root): nothing to list once.
+      let index = Int(trail[start])
+      if frames == 0 { trail.removeAll(keepingCapacity: true) }
+      return Reads(
+        entries: [Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
+    }
+    closings &+= 1
+    if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }
+    var reads = Reads()
+    reads.entries.reserveCapacity(trail.count - start)
+    var kept = start
+    for position in start..<trail.count {
+      let index = Int(trail[position])
+      if listed[index] == closings { continue }
+      listed[index] = closings
+      trail[kept] = trail[position]
+      kept += 1
+      reads.entries.append(
+        Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
+    }
+    trail.removeLast(trail.count - kept)
+    if frames == 0 { trail.removeAll(keepingCapacity: true) }
+    return reads
+  }
+
+  /// Whether `reads` are this snapshot's state of their roots: pins each in order (as
+  /// the evaluation that read them did) and stops at the first whose pinned version
+  /// differs. If they match, they count as read by the open frames; if not, nothing
+  /// does, and the evaluation that follows records what it reads itself.
+  @inlinable func matches(_ reads: Reads) -> Bool {
+    let start = trail.count
+    for entry in reads.entries {
+      let index = find(entry.identity) ?? pinNew(entry.root)
+      guard pins[index].version == entry.version else {
+        if frames > 0 { trail.removeLast(trail.count - start) }
+        return false
+      }
+      if frames > 0 { trail.append(Int32(truncatingIfNeeded: index)) }
+    }
+    return true
+  }
+
+  /// Whether `reads`, read in this snapshot, held together: one root, or each is still
+  /// at the version read.
+  @inlinable func held(_ reads: Reads) -> Bool {
+    pins.count <= 1 || reads.areCurrent(for: reader)
+  }
+
+  /// Whether every pinned value held at one instant: no root moved since it was pinned
+  /// (each root's version read again, without its lock where it can be).
+  @usableFromInline var isConsistent: Bool {
+    if pins.count <= 1 { return true }
+    for index in pins.indices where pins[index].root.versionNow(for: reader) != pins[index].version { return false }
+    return true
+  }
+}
