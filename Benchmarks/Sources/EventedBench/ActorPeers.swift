@@ -24,9 +24,10 @@ final class DeliveryCounter: Sendable {
   private let target = Atomic<Int>(Int.max)
   private let reached = DispatchSemaphore(value: 0)
 
-  func add() {
-    let new = count.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
-    if new == target.load(ordering: .acquiring) { reached.signal() }
+  func add(_ deliveries: Int = 1) {
+    let old = count.wrappingAdd(deliveries, ordering: .acquiringAndReleasing).oldValue
+    let target = target.load(ordering: .acquiring)
+    if old < target && old + deliveries >= target { reached.signal() }
   }
 
   var value: Int { count.load(ordering: .acquiring) }
@@ -64,12 +65,19 @@ func actorSendBench(subscribers: Int) -> Bench {
     }, keepAlive: [source, subscriptions])
 }
 
-/// A property with one async handler; one operation is one write of a new value.
+/// A property with one async handler; one operation is one write of a new value. The
+/// handler skips to the newest value when it is behind, so a delivery counts for every
+/// write up to the value it received, and a sample ends when the last one is received.
 func actorWriteBench() -> Bench {
   let counter = DeliveryCounter()
   let property = ActorProperty(0)
+  let received = Atomic<Int>(0)
   nonisolated(unsafe) var subscription: Subscription?
-  runBlocking { subscription = await property.observe { _ in counter.add() } }
+  runBlocking {
+    subscription = await property.observe { value in
+      counter.add(Swift.max(1, value - received.exchange(value, ordering: .relaxed)))
+    }
+  }
   counter.waitFor(1)  // the replay of the current value
   let next = Atomic<Int>(0)
   return Bench(
