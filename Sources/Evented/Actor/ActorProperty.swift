@@ -63,11 +63,9 @@ public actor ActorProperty<Value: Sendable> {
   public var value: Value { current }
   @usableFromInline var current: Value
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  /// How handler subscriptions merge waiting updates (with duplicates skipped, a merged
-  /// update whose values are equal is no change, and is skipped as an equal write is);
-  /// a once-subscription keeps the first, the next value after it subscribed.
-  let coalescing: Coalescing<Update<Value>>
-  let onceCoalescing = Coalescing<Update<Value>>(merge: { waiting, _ in waiting }, skips: nil)
+  /// How handler subscriptions merge waiting updates, and how once-subscriptions do;
+  /// made by the first of each (an idle property holds neither).
+  var madeCoalescing: (plain: Coalescing<Update<Value>>?, once: Coalescing<Update<Value>>?)
   // Touched only on the actor, never twice at once: no exclusivity check needed.
   /// The sequences (`values`).
   @exclusivity(unchecked) @usableFromInline var valueSinks = ActorSinks<Value>()
@@ -81,13 +79,6 @@ public actor ActorProperty<Value: Sendable> {
   init(value: Value, isDuplicate: (@Sendable (Value, Value) -> Bool)?) {
     self.current = value
     self.isDuplicate = isDuplicate
-    var skips: (@Sendable (Update<Value>) -> Bool)?
-    if let isDuplicate {
-      skips = { (update: Update<Value>) -> Bool in
-        update.isMerged && !update.isInitial && isDuplicate(update.old, update.new)
-      }
-    }
-    self.coalescing = Coalescing(merge: Update.merging, skips: skips)
     self.updateSinks = ActorSinks()
   }
 
@@ -317,7 +308,7 @@ public actor ActorProperty<Value: Sendable> {
   ) -> Subscription {
     let (core, subscription) = ActorHandler<Update<Value>>.make(
       source: self, owner: owner, isOnce: isOnce, backlog: updateSinks.backlogForHandler(),
-      coalescing: isOnce ? onceCoalescing : coalescing, handler)
+      coalescing: coalescing(isOnce: isOnce), handler)
     if replays, core.pushReplay(Update(old: value, new: value, isInitial: true)) {
       self.replays.append(core)
       if !isReplaying {
@@ -328,6 +319,29 @@ public actor ActorProperty<Value: Sendable> {
     sweepIfGrown()
     updateSinks.append(ActorSink(handler: core))
     return subscription
+  }
+
+  /// How a handler subscription merges waiting updates: into one from the value it
+  /// received last to the newest (with duplicates skipped, a merged update whose values
+  /// are equal is no change, and is skipped as an equal write is); a once-subscription
+  /// keeps the first, the next value after it subscribed.
+  private func coalescing(isOnce: Bool) -> Coalescing<Update<Value>> {
+    if isOnce {
+      if let once = madeCoalescing.once { return once }
+      let made = Coalescing<Update<Value>>(merge: { waiting, _ in waiting }, skips: nil)
+      madeCoalescing.once = made
+      return made
+    }
+    if let plain = madeCoalescing.plain { return plain }
+    var skips: (@Sendable (Update<Value>) -> Bool)?
+    if let isDuplicate {
+      skips = { (update: Update<Value>) -> Bool in
+        update.isMerged && !update.isInitial && isDuplicate(update.old, update.new)
+      }
+    }
+    let made = Coalescing(merge: Update.merging, skips: skips)
+    madeCoalescing.plain = made
+    return made
   }
 
   /// Starts the task that makes the first delivery of new subscriptions, one after
