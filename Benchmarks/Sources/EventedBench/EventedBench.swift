@@ -130,6 +130,10 @@ let usage = """
   --scale runs the arrays-at-scale rows (\(scaleRows.map(\.id).joined(separator: ", "))),
   three times per peer, and prints medians; --scale-profile runs one peer of one row
   once for callgrind (setup: only the preparation, to subtract).
+
+         evented-bench --actor-backlog cancelled|spawned
+  --actor-backlog sends to an ActorEventSource for 3 s from a cancelled task, or from a
+  task a handler started, against a 200 µs handler, and prints the backlog it left.
   """
 
 func parseOptions(_ arguments: [String]) throws -> Options {
@@ -184,6 +188,9 @@ func log(_ text: String) {
 enum EventedBench {
   static func main() {
     var arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.first == "--actor-backlog", arguments.count == 2 {
+      exit(actorBacklogFigures(arguments[1]))
+    }
     if arguments.first == "--scale" {
       let only = arguments.count > 1 ? Set(arguments[1].lowercased().split(separator: ",").map(String.init)) : nil
       runArraysAtScale(only: only, repetitions: 3)
