@@ -281,6 +281,11 @@ extension ArrayProperty {
   ///
   /// A slow consumer never falls behind: it skips to the latest array, and when
   /// writers stop, the last array it receives equals ``value``.
+  ///
+  /// An array property is not itself an `AsyncSequence`, as a ``Property`` is: its
+  /// `Element` is the array's element, and iterating it could as well mean elements or
+  /// changesets. Iterate this sequence, or ``readOnly``, which is a property and so a
+  /// sequence of whole arrays (`for await friends in model.friends.readOnly`).
   public var values: AsyncValues<[Element]> {
     values(bufferingPolicy: .bufferingNewest(1))
   }

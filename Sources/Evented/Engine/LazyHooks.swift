@@ -17,6 +17,13 @@
 // died, by the sweep that finds it. So the count never waits on the source's lock, and
 // the engine's paths are untouched.
 //
+// Hooks may receive their source. The hooks object is made before the source it serves,
+// which attaches itself once initialized; the hooks hold it weakly (a hook that held it
+// would keep it alive for good). The runner loads it under the lock with the hook to
+// run, and releases it after that hook returns, outside the lock. A hook that receives
+// its source does not run once the source is gone, as when the source is deinitialized
+// while observed: there is nothing to give it.
+//
 // A crossing appends its hook to `pending` under this object's lock. The thread that
 // finds no hook running becomes the runner: it takes hooks one by one, running each
 // with the lock released, until none is left. Crossings made meanwhile, by other
@@ -65,6 +72,8 @@ final class LazyHooks: Sendable {
     var pending: [Bool] = []
     /// Whether a thread is running hooks.
     var isRunning = false
+    /// The source, for hooks that receive it; nil for the others, and once it is gone.
+    weak var source: AnyObject?
 
     /// Whether the caller should run the pending hooks (and now counts as running).
     mutating func claimRunner() -> Bool {
@@ -74,15 +83,36 @@ final class LazyHooks: Sendable {
     }
   }
 
-  let onFirstObserver: @Sendable () -> Void
-  let onLastObserverGone: @Sendable () -> Void
+  /// The hooks, given the source while it exists (nil for hooks that do not take it).
+  let onFirstObserver: @Sendable (AnyObject?) -> Void
+  let onLastObserverGone: @Sendable (AnyObject?) -> Void
   let state = Lock.make(State())
 
+  /// Hooks that do not receive their source.
   @usableFromInline init(
     onFirstObserver: @escaping @Sendable () -> Void, onLastObserverGone: @escaping @Sendable () -> Void
   ) {
-    self.onFirstObserver = onFirstObserver
-    self.onLastObserverGone = onLastObserverGone
+    self.onFirstObserver = { _ in onFirstObserver() }
+    self.onLastObserverGone = { _ in onLastObserverGone() }
+  }
+
+  /// Hooks that receive their source, which must ``attach(_:)`` itself before anyone
+  /// can observe it. Each runs only while the source exists.
+  init<Source: AnyObject>(
+    receiving _: Source.Type, onFirstObserver: @escaping @Sendable (Source) -> Void,
+    onLastObserverGone: @escaping @Sendable (Source) -> Void
+  ) {
+    self.onFirstObserver = { source in
+      if let source { onFirstObserver(unsafeDowncast(source, to: Source.self)) }
+    }
+    self.onLastObserverGone = { source in
+      if let source { onLastObserverGone(unsafeDowncast(source, to: Source.self)) }
+    }
+  }
+
+  /// Gives the hooks their source, held weakly; called at the end of its initializer.
+  func attach(_ source: AnyObject) {
+    state.withLock { $0.source = source }
   }
 
   /// A token for a new subscription; runs the start hook if it is the first.
@@ -109,15 +139,17 @@ final class LazyHooks: Sendable {
   /// Runs the pending hooks in order, each with the lock released, until none is left.
   private func runPending() {
     while true {
-      let next = state.withLock { state -> Bool? in
+      // The source, if any, is held strongly until its hook returns, and released
+      // outside the lock: its deinit may run here, and its crossing is run next.
+      let next = state.withLock { state -> (isFirst: Bool, source: AnyObject?)? in
         if state.pending.isEmpty {
           state.isRunning = false
           return nil
         }
-        return state.pending.removeFirst()
+        return (state.pending.removeFirst(), state.source)
       }
       guard let next else { return }
-      if next { onFirstObserver() } else { onLastObserverGone() }
+      if next.isFirst { onFirstObserver(next.source) } else { onLastObserverGone(next.source) }
     }
   }
 }

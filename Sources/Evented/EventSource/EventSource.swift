@@ -83,6 +83,59 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
       hooks: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
   }
 
+  /// Creates a lazy source whose hooks receive it, so that they can send on it without
+  /// holding it: what a class needs to start and stop the source it is initializing.
+  ///
+  /// ```swift
+  /// final class Thermometer: Sendable {
+  ///   let readings: EventSource<Double>
+  ///   init(sensor: Sensor) {
+  ///     readings = EventSource(
+  ///       onFirstObserver: { source in sensor.start { [weak source] in source?.send($0) } },
+  ///       onLastObserverGone: { _ in sensor.stop() })
+  ///   }
+  /// }
+  /// ```
+  ///
+  /// The same as the initializer whose hooks take no argument, except that each
+  /// hook is given this source. The source holds its hooks, not the reverse:
+  /// it passes itself when it calls one, so hooks that use their argument and capture
+  /// nothing else keep nothing alive.
+  ///
+  /// - Parameters:
+  ///   - backlogLimit: As for ``init(backlogLimit:)``.
+  ///   - onFirstObserver: Runs with this source when the number of subscriptions rises
+  ///     from zero, as for the hooks that take no argument.
+  ///   - onLastObserverGone: Runs with this source when the number of subscriptions
+  ///     falls to zero, as for the hooks that take no argument.
+  ///
+  /// - Important: A hook runs only while the source exists. When the source is
+  ///   deinitialized while observed, its subscriptions end and the stop hook does not
+  ///   run, as there is no source left to give it: stop what the start hook started
+  ///   from the deinit of the object that owns the source, or let it hold the source
+  ///   weakly and stop when the source is gone.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock and may use this source
+  ///   (send, subscribe, cancel) and any other.
+  /// - **Ordering:** The hooks never run concurrently with each other for one source,
+  ///   and run in the order the count crossed zero: start, stop, start, …
+  /// - **Reentrancy:** A crossing caused by a hook runs its hook after the current one
+  ///   returns, on the same thread.
+  /// - **Lifetime:** The source keeps the hooks until it is deinitialized; the hooks
+  ///   do not keep the source. A hook holds it strongly only while it runs (and
+  ///   longer if it stores it).
+  public init(
+    backlogLimit: Int = 1_024, onFirstObserver: @escaping @Sendable (EventSource<Event>) -> Void,
+    onLastObserverGone: @escaping @Sendable (EventSource<Event>) -> Void
+  ) {
+    let hooks = LazyHooks(
+      receiving: EventSource.self, onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone)
+    hub = Hub.makeLazy((), backlogLimit: backlogLimit, hooks: hooks)
+    hooks.attach(self)
+  }
+
   /// Delivers `event` to every current subscription.
   ///
   /// - Parameter event: The event to broadcast.

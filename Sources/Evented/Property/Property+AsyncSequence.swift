@@ -120,3 +120,72 @@ extension PropertyProtocol {
     return AsyncValues(buffer: buffer)
   }
 }
+
+/// A property is the sequence of its values: `for await x in property` iterates
+/// ``PropertyProtocol/values``.
+///
+/// ```swift
+/// for await level in volume { show(level) }   // the current level, then each new one
+/// ```
+///
+/// Each loop subscribes when it starts (when its iterator is made), with the current
+/// value as its first element, and keeps only the newest undelivered value, so a slow
+/// consumer ends on the latest. For another buffering, iterate
+/// ``PropertyProtocol/values(bufferingPolicy:)``. `map` with a synchronous transform
+/// still makes a derived ``ReadOnlyProperty``; `AsyncSequence`'s other operators
+/// (`filter`, `first(where:)`, …) apply to the property itself, and its `map` to
+/// ``PropertyProtocol/values`` (or to a transform marked `async`).
+extension Property: AsyncSequence {
+  /// The values: the one current when iteration starts, then each new one.
+  public typealias Element = Value
+  /// Never fails: iteration finishes when the property is gone or the loop ends.
+  public typealias Failure = Never
+
+  /// Subscribes as ``PropertyProtocol/values`` does, keeping the newest value.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread; the iterator is not
+  ///   `Sendable`.
+  /// - **Ordering:** The value current at this call, then each new one in commit
+  ///   order; when writers stop, the last one received is ``value``.
+  /// - **Reentrancy:** Iterating never blocks writers.
+  /// - **Lifetime:** The subscription ends with the iterator; it does not keep the
+  ///   property alive.
+  public func makeAsyncIterator() -> AsyncValues<Value>.Iterator {
+    values.makeAsyncIterator()
+  }
+}
+
+/// A read-only property (a view, a derived value, a constant) is the sequence of its
+/// values: `for await x in property` iterates ``PropertyProtocol/values``.
+///
+/// ```swift
+/// for await label in volume.map({ "Volume \($0)" }) { show(label) }
+/// ```
+///
+/// As for ``Property``: each loop subscribes when it starts, with the current value
+/// first, and keeps only the newest undelivered value.
+extension ReadOnlyProperty: AsyncSequence {
+  /// The values: the one current when iteration starts, then each new one.
+  public typealias Element = Value
+  /// Never fails: iteration finishes when the source is gone or the loop ends.
+  public typealias Failure = Never
+
+  /// Subscribes as ``PropertyProtocol/values`` does, keeping the newest value.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread; the iterator is not
+  ///   `Sendable`.
+  /// - **Ordering:** The value current at this call, then each new one in commit
+  ///   order; when writers stop, the last one received is ``value``.
+  /// - **Reentrancy:** Iterating never blocks writers.
+  /// - **Lifetime:** The subscription ends with the iterator. A view's does not keep
+  ///   its property alive; a derived value's keeps the derived value, and so its
+  ///   sources, until it ends. A constant's finishes when the last copy of the
+  ///   constant is gone.
+  public func makeAsyncIterator() -> AsyncValues<Value>.Iterator {
+    values.makeAsyncIterator()
+  }
+}

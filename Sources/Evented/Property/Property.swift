@@ -90,7 +90,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   /// ```
   ///
   /// Every subscription counts, as for
-  /// ``EventSource/init(backlogLimit:onFirstObserver:onLastObserverGone:)``: `observe`,
+  /// `EventSource(onFirstObserver:onLastObserverGone:)`: `observe`,
   /// `observeChanges`, `observeOnce`, `values`, and the link of a derived value (a
   /// `map` of this property counts once, while it lives). Reading ``value`` does not
   /// count, nor does a SwiftUI view or `withObservationTracking` reading it.
@@ -126,6 +126,61 @@ public final class Property<Value: Sendable>: PropertyProtocol {
     self.init(
       value: value, isDuplicate: nil, backlogLimit: backlogLimit,
       lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
+  }
+
+  /// Creates a lazy property whose hooks receive it, so that they can write it without
+  /// holding it; notifies on every write.
+  ///
+  /// ```swift
+  /// final class Tracker: Sendable {
+  ///   let location: Property<Coordinate?>
+  ///   init(gps: GPS) {
+  ///     location = Property(
+  ///       nil,
+  ///       onFirstObserver: { property in gps.start { [weak property] in property?.value = $0 } },
+  ///       onLastObserverGone: { _ in gps.stop() })
+  ///   }
+  /// }
+  /// ```
+  ///
+  /// The same as the initializer whose hooks take no argument, except that each hook
+  /// is given this property. The property holds its hooks, not
+  /// the reverse: it passes itself when it calls one, so hooks that use their argument
+  /// and capture nothing else keep nothing alive.
+  ///
+  /// - Parameters:
+  ///   - value: The initial value.
+  ///   - backlogLimit: As for a property that is not lazy.
+  ///   - onFirstObserver: Runs with this property when the number of subscriptions
+  ///     rises from zero, as for the hooks that take no argument.
+  ///   - onLastObserverGone: Runs with this property when the number of subscriptions
+  ///     falls to zero, as for the hooks that take no argument.
+  ///
+  /// - Important: A hook runs only while the property exists. When the property is
+  ///   deinitialized while observed, the stop hook does not run, as there is no
+  ///   property left to give it: stop what the start hook started from the deinit of
+  ///   the object that owns the property, or let it hold the property weakly and stop
+  ///   when the property is gone.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock and may use this property
+  ///   (write, subscribe, cancel) and any other.
+  /// - **Ordering:** The hooks never run concurrently with each other for one
+  ///   property, and run in the order the count crossed zero.
+  /// - **Reentrancy:** A crossing caused by a hook runs its hook after the current one
+  ///   returns, on the same thread.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized; the hooks
+  ///   do not keep the property. A hook holds it strongly only while it runs (and
+  ///   longer if it stores it).
+  public convenience init(
+    _ value: Value, backlogLimit: Int = 1_024, onFirstObserver: @escaping @Sendable (Property<Value>) -> Void,
+    onLastObserverGone: @escaping @Sendable (Property<Value>) -> Void
+  ) {
+    let hooks = LazyHooks(
+      receiving: Property.self, onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone)
+    self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit, lazy: hooks)
+    hooks.attach(self)
   }
 
   /// Creates a property for use as `@Property var name = value`; notifies on every write.
@@ -248,8 +303,8 @@ extension Property where Value: Equatable {
   }
 
   /// Creates a lazy property that skips writes equal to the current value (unless
-  /// `skipsDuplicates` is false); see
-  /// ``Property/init(_:backlogLimit:onFirstObserver:onLastObserverGone:)``.
+  /// `skipsDuplicates` is false); see the lazy initializer without `skipsDuplicates`
+  /// whose hooks take no argument.
   ///
   /// ## Concurrency
   ///
@@ -266,6 +321,29 @@ extension Property where Value: Equatable {
     self.init(
       value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit,
       lazy: LazyHooks(onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone))
+  }
+
+  /// Creates a lazy property whose hooks receive it, and that skips writes equal to the
+  /// current value (unless `skipsDuplicates` is false); see the lazy initializer
+  /// without `skipsDuplicates` whose hooks receive the property.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** The hooks run outside every lock.
+  /// - **Ordering:** The hooks never run concurrently with each other, and run in the
+  ///   order the count of subscriptions crossed zero.
+  /// - **Reentrancy:** A hook may use this property and any other.
+  /// - **Lifetime:** The property keeps the hooks until it is deinitialized; the hooks
+  ///   do not keep the property.
+  public convenience init(
+    _ value: Value, skipsDuplicates: Bool = true, backlogLimit: Int = 1_024,
+    onFirstObserver: @escaping @Sendable (Property<Value>) -> Void,
+    onLastObserverGone: @escaping @Sendable (Property<Value>) -> Void
+  ) {
+    let hooks = LazyHooks(
+      receiving: Property.self, onFirstObserver: onFirstObserver, onLastObserverGone: onLastObserverGone)
+    self.init(value: value, isDuplicate: skipsDuplicates ? Self.equals : nil, backlogLimit: backlogLimit, lazy: hooks)
+    hooks.attach(self)
   }
 
   /// Creates a property for `@Property var name = value` that skips equal writes.

@@ -246,6 +246,84 @@ private final class ProfileModel: Sendable {
     #expect(await collect(every) == [0, 1, 2, 3])
   }
 
+  // MARK: Every property is a sequence
+
+  @Test func forAwaitOverAPropertyStartsWithTheCurrentValueAndEndsOnTheLatest() async {
+    let property = Property(0)
+    var seen: [Int] = []
+    for await value in property {
+      seen.append(value)
+      if value == 0 {
+        for next in 1...100 { property.value = next }  // while the loop is busy
+      }
+      if value == 100 { break }
+    }
+    #expect(seen == [0, 100])
+    #expect(property.observerCount == 0)
+  }
+
+  @Test func forAwaitOverAReadOnlyPropertyStartsWithTheCurrentValueAndEndsOnTheLatest() async {
+    let property = Property(1)
+    /// Iterates `view` itself, writing 2...100 to `property` while the loop is busy.
+    func iterate(_ view: ReadOnlyProperty<Int>, until last: Int) async -> [Int] {
+      property.value = 1
+      var seen: [Int] = []
+      for await value in view {
+        seen.append(value)
+        if seen.count == 1 {
+          for next in 2...100 { property.value = next }
+        }
+        if value == last { break }
+      }
+      return seen
+    }
+    #expect(await iterate(property.readOnly, until: 100) == [1, 100])
+    #expect(await iterate(property.map { $0 * 2 }, until: 200) == [2, 200])
+    var constant: [String] = []
+    for await value in ReadOnlyProperty(constant: "fixed") {
+      constant.append(value)
+      break
+    }
+    #expect(constant == ["fixed"])
+    #expect(property.observerCount == 0)
+  }
+
+  @Test func forAwaitOverAnArraysReadOnlyViewStartsWithTheCurrentArrayAndEndsOnTheLatest() async {
+    let friends = ArrayProperty(["Ann"])
+    var seen: [[String]] = []
+    for await array in friends.readOnly {
+      seen.append(array)
+      if array == ["Ann"] {
+        friends.append("Bob")
+        friends.append("Cy")
+      }
+      if array.count == 3 { break }
+    }
+    #expect(seen == [["Ann"], ["Ann", "Bob", "Cy"]])
+  }
+
+  @Test func mapOnAPropertyStillMakesADerivedValue() async {
+    let property = Property(1)
+    let label = property.map { "#\($0)" }
+    let doubled = property.readOnly.map { value in
+      let twice = value * 2
+      return twice
+    }
+    property.value = 2
+    #expect(label.value == "#2")
+    #expect(doubled.value == 4)
+    let streamed = property.map { @Sendable value async in value * 10 }
+    var iterator = streamed.makeAsyncIterator()
+    #expect(await iterator.next() == 20)
+  }
+
+  @Test func asyncSequenceOperatorsApplyToAPropertyItself() async {
+    let property = Property(3)
+    #expect(await property.first { $0 > 2 } == 3)
+    // A constant's sequence would finish only when the constant is gone: take one.
+    #expect(await collect(ReadOnlyProperty(constant: 4).filter { $0.isMultiple(of: 2) }.prefix(1)) == [4])
+  }
+
   @Test func valuesStartWithTheCurrentValue() async {
     let property = Property("first")
     var iterator = property.values.makeAsyncIterator()

@@ -156,6 +156,75 @@ private final class HookLog: Sendable {
     withExtendedLifetime(relay) {}
   }
 
+  @Test func lazyHooksReceiveTheirOwnSource() {
+    let seen = Recorder<ObjectIdentifier>()
+    let source = EventSource<Int>(
+      onFirstObserver: { source in seen.append(ObjectIdentifier(source)) },
+      onLastObserverGone: { source in seen.append(ObjectIdentifier(source)) })
+    source.observe { _ in }.cancel()
+    #expect(seen.values == [ObjectIdentifier(source), ObjectIdentifier(source)])
+
+    let written = Recorder<Int>()
+    let level = Property(
+      0,
+      onFirstObserver: { property in
+        seen.append(ObjectIdentifier(property))
+        property.value = 5
+      },
+      onLastObserverGone: { property in seen.append(ObjectIdentifier(property)) })
+    let reader = level.observe { written.append($0) }
+    reader.cancel()
+    #expect(written.values == [5], "the start hook's write is the first value the observer receives")
+    #expect(seen.values.suffix(2) == [ObjectIdentifier(level), ObjectIdentifier(level)])
+
+    let name = Property(
+      "", skipsDuplicates: false,
+      onFirstObserver: { property in property.value = "on" },
+      onLastObserverGone: { property in property.value = "off" })
+    name.observe { _ in }.cancel()
+    #expect(name.value == "off")
+  }
+
+  @Test func lazyHooksDoNotKeepTheirSourceAlive() {
+    var source: EventSource<Int>? = EventSource(
+      onFirstObserver: { source in source.send(1) },
+      onLastObserverGone: { source in source.send(2) })
+    var property: Property<Int>? = Property(
+      0,
+      onFirstObserver: { property in property.value = 1 },
+      onLastObserverGone: { property in property.value = 2 })
+    source!.observe { _ in }.cancel()
+    property!.observe { _ in }.cancel()
+    #expect(property!.value == 2)
+    let sourceReference = WeakReference(source)
+    let propertyReference = WeakReference(property)
+    source = nil
+    property = nil
+    #expect(sourceReference.value == nil)
+    #expect(propertyReference.value == nil)
+  }
+
+  /// A hook that receives its source does not run once the source is gone: one freed
+  /// while observed ends its subscriptions without a stop hook.
+  @Test func hookReceivingItsSourceDoesNotRunAfterTheSourceIsFreed() {
+    let hooks = HookLog()
+    var source: EventSource<Int>? = EventSource(
+      onFirstObserver: { _ in
+        hooks.enter("+")
+        hooks.leave()
+      },
+      onLastObserverGone: { _ in
+        hooks.enter("-")
+        hooks.leave()
+      })
+    let subscription = source!.observe { _ in }
+    #expect(hooks.log == "+")
+    source = nil
+    #expect(!subscription.isActive)
+    subscription.cancel()
+    #expect(hooks.log == "+")
+  }
+
   @Test func startHookWriteIsTheFirstValueTheObserverReceives() {
     let holder = Monitor<Property<Int>?>(nil)
     let level = Property(0, onFirstObserver: { holder.current?.value = 5 }, onLastObserverGone: {})
