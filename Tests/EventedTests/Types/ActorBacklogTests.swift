@@ -216,27 +216,35 @@ private func busy(nanoseconds: Int64) {
   @Test func taskStartedByAHandlerWaitsAfterTheHandlerReturned() async {
     let source = ActorEventSource<Int>(backlogLimit: 4)
     let gate = AsyncGate()
+    let returned = AsyncGate()
     let started = Recorder<Task<Void, Never>>()
     let sent = Number(0)
     let subscription = await source.observe { event in
-      if event == 0 {
-        // Started from the handler, on the signalling executor, and left running.
+      if event == -1 {
+        // Started from the handler, on the signalling executor, and left running: it
+        // sends only once this call has returned.
         started.append(
           Task(executorPreference: SignallingExecutor.shared) {
+            await returned.wait()
             for next in 1...100 {
               await source.send(next)
               sent.store(next)
             }
           })
       }
-      if event == 1 { await gate.wait() }
+      if event == -2 {
+        // The call for -1 has returned: calls of one subscription never overlap.
+        returned.open()
+        await gate.wait()
+      }
     }
-    await source.send(0)
+    await source.send(-1)
+    await source.send(-2)
     let senders = await source.senders
-    // The handler returned from event 0 and is held on 1: the task fills the queue and
-    // then waits like any other sender.
+    // The handler is held on -2: the task fills the queue and then waits like any
+    // other sender.
     #expect(await settles { senders.waiting == 1 })
-    #expect(sent.value <= 1 + 4 + 1, "the task sent \(sent.value): it went past the limit")
+    #expect(sent.value <= 4, "the task sent \(sent.value): it went past the limit")
     gate.open()
     await started.values.first?.value
     #expect(sent.value == 100)
