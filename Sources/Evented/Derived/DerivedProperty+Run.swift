@@ -8,6 +8,11 @@
 // if the value reads nothing else, that is the state the commit made, delivered even
 // while later commits wait (a thread's own writes, seen one by one); if it reads other
 // roots too, the latest consistent state of all of them is taken instead.
+//
+// Bounded: a commit that reaches a link while a thread delivers the node's states
+// (another thread, or this one further up its stack) only marks the node: one run
+// waits in the hub's queue, and evaluates the newest state when the deliverer reaches
+// it (``markRun(_:)``). The mark is the node's whole backlog.
 
 import Synchronization
 
@@ -85,6 +90,7 @@ extension DerivedProperty {
   ///     nil to take the thread's spare.
   ///   - inPass: Called by a root's delivery (see `Hub.proceed`); false for an arriving
   ///     observer, which may be made inside a handler, and for the end of a transaction.
+  ///     It marks the node instead of committing if a thread delivers its states now.
   ///   - relinking: Links the node to what it read even if the state is not later.
   @inlinable func refresh(reusing reused: Snapshot? = nil, inPass: Bool = false, relinking: Bool = false) {
     // Inside a transaction that wrote one of the roots (an observer arriving there), this
@@ -114,6 +120,10 @@ extension DerivedProperty {
   /// so that the roots no longer read drop this node before the state is delivered.
   @inlinable func publish(_ value: Value, _ reads: Reads, inPass: Bool, relinking: Bool = false) {
     var token = hub.lockForCommit()
+    // A root's commit while the node's states are being delivered marks the node
+    // instead. An arriving observer commits the state it could read: the changes it
+    // receives start there.
+    if inPass, Self.isBusy(token) { return markRun(token) }
     guard reads.isLater(than: delivered) || Self.plantedDeliversStaleState else {
       guard relinking else { return token.unlock() }
       // The state delivered last is at least as late: follow what it read.
@@ -147,99 +157,46 @@ extension DerivedProperty {
 
   /// Commits `value` as the node's new state; takes over the caller's lock of the hub.
   ///
-  /// Bounded: if another thread is delivering the node's earlier states and the newest
-  /// one it has not started is an update for every observer, that update is replaced by
-  /// one to `value` (from the same old value) instead of queuing another. So a node
-  /// holds at most one undelivered state beyond what its deliverer has started, however
-  /// fast its roots change and however slow its observers are, and its observers skip
-  /// to the newest state, never back. A thread with nobody else delivering commits and
-  /// delivers every state: also when it is the deliverer itself, its delivery of earlier
-  /// states postponed until a handler returns (the handler wrote the roots) or running
-  /// further up its stack; then its states queue in order, as its roots' commits do.
-  ///
   /// A queue observer (`.queue`, `.main`) that holds the backlog limit of submissions
   /// makes the committing thread wait for room, like a property's writer, but after its
   /// delivery frame ends (``Hub/waitForOwedRoom()``), since a commit made by a root's
   /// delivery cannot wait inside it.
   @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
-    guard let core = token.state.pointee.core else {
-      if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) { hub.scanForDeadOwners() }
-      return
-    }
-    let owesRoom = core.pointee.pressure?.isFull == true
-    if core.pointee.queue.backlog > 0, !Self.waitsForOwnWrites(core.pointee.queue) {
-      coalesce(token, value)
-    } else if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) {
-      hub.scanForDeadOwners()
-    }
+    let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
+    if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) { hub.scanForDeadOwners() }
     if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 
-  /// Whether the node's waiting states wait for the calling thread's own delivery of its
-  /// own writes: it is the node's deliverer, and the commit it delivers now is one it
-  /// made. Then its next state queues, so that it sees every state it wrote.
-  @inlinable static func waitsForOwnWrites(_ queue: borrowing DeliveryQueue<Update<Value>>) -> Bool {
-    guard let thread = DeliveringThread.existing, queue.deliverer == UInt(bitPattern: thread) else { return false }
-    return !thread.pointee.deliversOthersCommit
+  /// Whether a thread delivers the node's states now (this one, further up its stack or
+  /// postponed, or another): then a root's commit only marks the node (``markRun(_:)``).
+  @inlinable static func isBusy(_ token: borrowing Hub<Update<Value>, Value>.Token) -> Bool {
+    token.state.pointee.core?.pointee.queue.isDelivering == true
   }
 
-  /// ``commitState(_:_:inPass:)`` while earlier states wait for another thread: replaces
-  /// the newest waiting update for every observer, if that is what waits last.
-  @inlinable @inline(never)
-  func coalesce(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value) {
-    let state = token.state
-    let core = state.pointee.core.unsafelyUnwrapped
-    let index = core.pointee.queue.pending.count - 1
-    // Not when `value` equals the stored value (nothing to commit), nor when a
-    // subscription was added since that update was committed (its old value is older
-    // than the subscription).
-    guard let last = core.pointee.queue.pending[index], case .all(let waiting) = last.recipients,
-      !(isDuplicate.map { $0(state.pointee.stored, value) } ?? false),
-      let recipients = state.pointee.recipientsOfCommit(), Self.adds(nothing: recipients, to: waiting)
-    else {
-      if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-      return
-    }
-    if let isDuplicate, isDuplicate(last.message.old, value) {
-      // Back to the value the waiting update starts from: that update is withdrawn
-      // (merged, it would change nothing), unless a thread waits for its turn by it.
-      guard core.pointee.queue.heirs == 0 else {
-        if !hub.change(token, to: value, isDuplicate: isDuplicate) { hub.scanForDeadOwners() }
-        return
-      }
-      let withdrawn = core.pointee.queue.pending.removeLast()
-      core.pointee.queue.queued &-= 1
-      HubState.countCommit(state)
-      let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
-      token.unlock()
-      withExtendedLifetime((old, withdrawn)) {}  // released after unlocking
-      return
-    }
-    let merged = Parcel(message: Update(old: last.message.old, new: value, isInitial: false), recipients: recipients)
-    merged.committer = Parcel<Update<Value>>.merged
-    core.pointee.queue.pending[index] = merged
-    HubState.countCommit(state)
-    let old = Hub<Update<Value>, Value>.replace(&state.pointee.stored, with: value)
-    token.unlock()
-    withExtendedLifetime((old, last)) {}  // released after unlocking
+  /// The dirty mark, the node's whole backlog: queues a run behind the states its
+  /// deliverer has still to deliver, unless one waits already. The run evaluates the
+  /// newest state when the deliverer reaches it (``runMarked()``), so however fast the
+  /// roots change and however slow the observers are, at most one run and the states
+  /// already committed wait. Takes over the caller's lock.
+  @inlinable @inline(never) func markRun(_ token: consuming Hub<Update<Value>, Value>.Token) {
+    if isMarked { return token.unlock() }
+    isMarked = true
+    let entry = runner ?? makeRunner()
+    hub.commit(token, to: .one(entry)) { stored in Update(old: stored, new: stored, isInitial: false) }
   }
 
-  /// Whether every subscription of `recipients` is one of `waiting` too.
-  @inlinable static func adds(
-    nothing recipients: Recipients<Update<Value>>, to waiting: ContiguousArray<Entry<Update<Value>>>
-  ) -> Bool {
-    guard case .all(let current) = recipients else { return false }
-    let same = current.withUnsafeBufferPointer { now in
-      waiting.withUnsafeBufferPointer { then in now.baseAddress == then.baseAddress && now.count == then.count }
-    }
-    if same { return true }
-    var next = waiting.startIndex
-    for entry in current {
-      while next < waiting.endIndex, waiting[next] !== entry { next += 1 }
-      if next == waiting.endIndex { return false }
-      next += 1
-    }
-    return true
+  /// The entry that runs the node when its deliverer reaches a mark. Under the hub's lock.
+  @inlinable func makeRunner() -> Entry<Update<Value>> {
+    let entry = HandleEntry<Update<Value>>(target: nil) { [weak self] _ in self?.runMarked() }
+    runner = entry
+    return entry
+  }
+
+  /// Runs the node on the newest state, on its deliverer, which reached the mark: the
+  /// state is queued behind the mark and delivered next.
+  @inlinable func runMarked() {
+    hub.storage.withLock { _ in isMarked = false }
+    refresh()
   }
 }
 

@@ -21,7 +21,7 @@ import Synchronization
 /// The engine of one derived property.
 @usableFromInline
 final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
-  // @unchecked Sendable: `delivered` and `commits` are guarded by the lock of this node's
+  // @unchecked Sendable: `delivered`, `commits`, `isMarked` and `runner` are guarded by the lock of this node's
   // own `hub` (touched only under `hub.storage`'s lock, or between `hub.lockForCommit()`
   // and the commit that unlocks); `memo` and `links` are guarded by their own locks.
   // `body` and `upstream` are written after initialization only by the node's own
@@ -65,8 +65,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let onCommit: @Sendable (AnyObject, Snapshot) -> Void
   /// ``keepsLinksNow()``, made in code specialized for `Value`.
   @usableFromInline let checkLinks: @Sendable (DerivedProperty<Value>) -> Bool
-  /// ``refresh(reusing:inPass:)`` of the latest state, made in code specialized for
-  /// `Value`, for the callers that reach the node through a protocol.
+  /// ``refresh(reusing:inPass:relinking:)`` of the latest state, made in code
+  /// specialized for `Value`, for the callers that reach the node through a protocol
+  /// (an arriving observer, the end of a transaction).
   @usableFromInline let refreshing: @Sendable (DerivedProperty<Value>) -> Void
   /// The last value computed from a consistent state, and its reads.
   @usableFromInline let memo = Lock<Memo?>.make(nil)
@@ -74,6 +75,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline @exclusivity(unchecked) var delivered: Reads
   /// The number of states committed to the hub. Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var commits: UInt64 = 0
+  /// Whether a run waits in the hub's queue (the dirty mark). Guarded by the hub's lock.
+  @usableFromInline @exclusivity(unchecked) var isMarked = false
+  /// The entry that runs the node when its deliverer reaches the mark; made at the
+  /// first mark. Guarded by the hub's lock.
+  @usableFromInline @exclusivity(unchecked) var runner: Entry<Update<Value>>?
   /// The links to the roots, while observed.
   @usableFromInline let links = Lock.make(EffectState())
   /// The computed nodes whose values `body` reads directly, known when the node is made.

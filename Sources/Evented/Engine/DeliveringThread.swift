@@ -55,11 +55,6 @@ struct DeliveringState {
   /// An empty snapshot kept for the next evaluation of a derived value on this thread
   /// (Snapshot.swift), so that evaluating allocates nothing.
   @usableFromInline var spareSnapshot: Snapshot?
-  /// Whether the delivery this thread is making now carries another thread's commit
-  /// (`Parcel.isCommitted(by:)`): then a derived value it commits to merges its
-  /// waiting states even behind this thread's own delivery of them
-  /// (DerivedProperty+Commit.swift).
-  @usableFromInline var deliversOthersCommit = false
   /// Observation sites of derived values and arrays that changed during the thread's
   /// delivery frames, notified once the outermost frame has ended
   /// (ObservationSite.swift), after the synchronous handlers of the write.
@@ -134,10 +129,6 @@ enum DeliveringThread {
     guard let state = existing else { return false }
     return state.pointee.depth > 0
   }
-
-  /// The calling thread's identity as the deliverer of a source (`DeliveryQueue.deliverer`)
-  /// or the committer of a queued delivery (`Parcel.committer`): its state's address.
-  @inlinable static var identity: UInt { UInt(bitPattern: current) }
 
   /// The calling thread's state if it is inside a delivery frame.
   @inlinable static var ifDelivering: UnsafeMutablePointer<DeliveringState>? {

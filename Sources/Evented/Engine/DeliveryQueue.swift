@@ -73,12 +73,6 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
   @usableFromInline static var queuedFlag: UInt { 2 }
   /// Deliveries made by the current deliverer since it took the role.
   @usableFromInline var passLength = 0
-  /// The thread that took the delivering role last (the address of its
-  /// `DeliveringState`, ``DeliveringThread/identity``): while `isDelivering`, the
-  /// deliverer. A derived value merges a new state into a waiting one only when the
-  /// state waits for another thread, or for other threads' commits
-  /// (DerivedProperty+Commit.swift).
-  @usableFromInline var deliverer: UInt = 0
   /// Threads waiting to take the delivering role over.
   @usableFromInline var heirs = 0
   /// The deliverer stepped down; the first heir to wake takes the role.
@@ -154,7 +148,6 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
   /// so that the path of a commit nobody else delivers stays small.
   @inlinable @inline(never)
   mutating func enqueue(_ parcel: Parcel<Message>) {
-    parcel.committer = DeliveringThread.identity
     pending.append(parcel)
     queued &+= 1
   }
@@ -218,13 +211,11 @@ struct DeliveryQueue<Message: Sendable>: ~Copyable {
     return delivery
   }
 
-  /// The next step of an heir waiting with `ticket`; `me` is its
-  /// ``DeliveringThread/identity``.
-  @inlinable mutating func heirStep(_ ticket: UInt, me: UInt, newestFirst: Bool = false) -> HeirStep<Message> {
+  /// The next step of an heir waiting with `ticket`.
+  @inlinable mutating func heirStep(_ ticket: UInt, newestFirst: Bool = false) -> HeirStep<Message> {
     defer { _checkInvariants() }
     if handOff {
       handOff = false
-      deliverer = me
       heirs -= 1
       passLength = 0
       let first = next(newestFirst: newestFirst)

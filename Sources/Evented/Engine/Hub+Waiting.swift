@@ -64,18 +64,14 @@ extension Hub {
   @inlinable @inline(never)
   func waitForTurn(_ token: consuming Token, _ ticket: UInt) {
     let thread = DeliveringThread.current
-    let me = UInt(bitPattern: thread)
     while true {
-      switch token.state.pointee.queue.heirStep(ticket, me: me, newestFirst: Self.plantedNewestFirst) {
+      switch token.state.pointee.queue.heirStep(ticket, newestFirst: Self.plantedNewestFirst) {
       case .takeOver(let first, let wake):
         wake?.broadcast()
         let core = token.state.pointee.core.unsafelyUnwrapped
         token.unlock()
         guard let first else { return }
-        let outer = thread.pointee.deliversOthersCommit
-        thread.pointee.deliversOthersCommit = !first.isCommitted(by: thread)
         drain(first, core: core, thread: thread)
-        thread.pointee.deliversOthersCommit = outer
         return
       case .leave:
         token.unlock()

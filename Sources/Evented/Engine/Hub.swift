@@ -143,7 +143,6 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     case .deliver:
       let core = token.state.pointee.core.unsafelyUnwrapped
       let thread = DeliveringThread.current
-      core.pointee.queue.deliverer = UInt(bitPattern: thread)
       token.unlock()
       if thread.pointee.depth > 0 {
         deliverInsideFrame(consume first, core: core, thread: thread, inPass: inPass)
@@ -201,12 +200,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
       return withExtendedLifetime(first) {}
     }
     _ = consume first
-    // `first` was this thread's own commit, or its caller said whose it was; a queued
-    // delivery says who queued it.
-    let outer = thread.pointee.deliversOthersCommit
-    defer { thread.pointee.deliversOthersCommit = outer }
     while true {
-      thread.pointee.deliversOthersCommit = !delivered.isCommitted(by: thread)
       guard let next = step(after: delivered.deliver(me: me), core: core, thread: thread) else { return }
       delivered = next
     }
@@ -357,12 +351,8 @@ final class PostponedDrain<Message: Sendable, Stored, P: Package<Message>>: Post
     self.body = body
   }
 
-  /// Delivers `first` as this thread's own commit (it was when it was postponed), then
-  /// the queue.
+  /// Delivers `first`, then the queue.
   @inlinable override func run(_ thread: UnsafeMutablePointer<DeliveringState>) {
-    let outer = thread.pointee.deliversOthersCommit
-    thread.pointee.deliversOthersCommit = false
     body(self, thread)
-    thread.pointee.deliversOthersCommit = outer
   }
 }

@@ -118,14 +118,6 @@ final class Parcel<Message: Sendable>: Package {
   /// The message. A constant, so that it is passed on in place, never copied out.
   @usableFromInline let message: Message
   @usableFromInline let recipients: Recipients<Message>
-  /// The thread that queued it for the deliverer (``DeliveringThread/identity``); 0 for a
-  /// delivery never queued, made by its deliverer; ``merged`` for one that stands for
-  /// several commits. Written under the source's lock before the parcel is queued, read
-  /// by the deliverer after taking it there.
-  @usableFromInline @exclusivity(unchecked) var committer: UInt = 0
-
-  /// The ``committer`` of a delivery merged from several commits: no thread's.
-  @inlinable static var merged: UInt { .max }
 
   @inlinable init(message: consuming Message, recipients: Recipients<Message>) {
     self.message = message
@@ -151,11 +143,4 @@ final class Parcel<Message: Sendable>: Package {
   }
 
   @inlinable consuming func parcel() -> Parcel<Message> { self }
-
-  /// Whether the thread whose state is `thread`, delivering it, committed it: a
-  /// delivery never queued is its deliverer's own commit; a queued one says who queued
-  /// it.
-  @inlinable func isCommitted(by thread: UnsafeMutablePointer<DeliveringState>) -> Bool {
-    committer == 0 || committer == UInt(bitPattern: thread)
-  }
 }

@@ -339,19 +339,25 @@ let derived = Scenario(
     if value % 2 != 0 { run.violation("a map of a property written twice per transaction delivered \(value)") }
   }
   // Written only by a handler of `trigger`, three times per event: the writes are
-  // delivered after the handler returns, by whichever thread delivers the trigger, and
-  // a map of `echo` still receives each of them, in order.
+  // delivered after the handler returns, by whichever thread delivers the trigger.
+  // `echo`'s own observer receives each of them, in order; a map of it may skip to
+  // the newest, never back.
   let trigger = EventSource<Int>()
   let echo = Property(0)
   let echoed = echo.map { $0 }
   trigger.observe(with: anchor) { _, _ in
     for _ in 0..<3 { echo.modify { $0 += 1 } }
   }
-  let echoes = StepWatcher(run: run, label: "observer of a map written from a handler", step: 1)
+  let echoes = PerSourceWatcher(
+    run: run, label: "observer of a map written from a handler", stride: Int.max, strictly: true)
   echoed.observe(with: anchor) { _, value in echoes.see(value) }
+  let echoCommits = StepWatcher(run: run, label: "observer of a property written from a handler", step: 1)
+  echo.observe(with: anchor) { _, value in echoCommits.see(value) }
   let queue = DispatchQueue(label: "stress.derived", attributes: .concurrent)
 
-  var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = [(echoes, false, { echoed.value })]
+  var watchers: [(Watcher, onQueue: Bool, current: () -> Int)] = [
+    (echoes, false, { echoed.value }), (echoCommits, false, { echo.value }),
+  ]
   for (index, delivery) in [Delivery.synchronous, .queue(queue)].enumerated() {
     let onQueue = index == 1
     let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2)

@@ -15,9 +15,12 @@
 //   stop, ends on `value` (convergence);
 // - the backlog a synchronous handler sees never exceeds the limit plus one commit per
 //   thread (threads that may wait never queue beyond the limit); the queue handler's
-//   adds at most the limit in its queue; the map's synchronous observer sees the same
-//   bound, and both the map's observers see states only move forward and end on the
-//   value (the peak of its queue observer is reported); and the
+//   adds at most the limit in its queue; both the map's observers see states only move
+//   forward and end on the value (the map holds one waiting state, not a queue of
+//   them, which the memory check below covers; how old its states are when received
+//   is reported, not checked: a thread subscribing to the map delivers its states too,
+//   nobody waits for that thread, and a state it delivers ages while it is
+//   descheduled); and the
 //   process's memory stays within a few megabytes of where it started;
 // - no single `modify`, `observe` or stopper `send` takes longer than a bound far above
 //   the limit times the handlers' cost;
@@ -202,13 +205,8 @@ let overload = Scenario(
     run.violation("a handler saw \(peak) commits waiting, above the limit of \(overloadLimit)")
   }
   let peakMap = peakMapBacklog.load(ordering: .relaxed)
-  if peakMap > overloadLimit + run.threads {
-    run.violation("a map's handler saw \(peakMap) commits waiting, above the limit of \(overloadLimit)")
-  }
-  // Reported, not checked: with arriving observers and slow synchronous ones, the
-  // map's queue observer has held up to about twice the limit (121 submissions for a
-  // limit of 64), beyond the limit plus one per thread (see "Bounded" in
-  // Documentation/DerivedValues.md).
+  // Reported, not checked (see the invariants above): how old a state of the map was,
+  // in commits, when its observers received it.
   let peakMapQueue = peakMapQueueBacklog.load(ordering: .relaxed)
   let peakQueue = peakQueueBacklog.load(ordering: .relaxed)
   // Up to the limit in the queue, and up to the limit in the source's backlog behind
@@ -233,12 +231,13 @@ let overload = Scenario(
   }
   overloadFigures.withLock {
     $0 =
-      "peak backlog \(peak), on a queue \(peakQueue), of a map \(peakMap), on a queue \(peakMapQueue) "
-      + "(limit \(overloadLimit)), memory +\(growth >> 20) MB, "
+      "checked: peak backlog \(peak) (≤ \(overloadLimit + run.threads)), on a queue \(peakQueue) "
+      + "(≤ \(2 * overloadLimit + run.threads)), memory +\(growth >> 20) MB (≤ \(overloadMemoryGrowth >> 20)), "
       + "longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
       + "observe \(longestObserve.load(ordering: .relaxed) / 1_000) µs, "
-      + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs, \(value) commits, "
-      + "merge observer calls in one send \(mostCalls)"
+      + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs (each ≤ \(overloadLongestCall / 1_000) µs), "
+      + "merge observer calls in one send \(mostCalls) (≤ \(4 * overloadLimit)); "
+      + "reported: age in commits of a map's states \(peakMap), on a queue \(peakMapQueue); \(value) commits"
   }
   withExtendedLifetime(anchor) {}
 }

@@ -386,12 +386,11 @@ import Testing
     subscription.cancel()
   }
 
-  /// Writes made by a handler are delivered after it returns. A value of one root then
-  /// receives each of them, as the root's own observers do: its first state waits for
-  /// this thread's own delivery, not another thread's, so the states after it queue
-  /// instead of merging.
+  /// Writes made by a handler are delivered after it returns. The root's own observers
+  /// receive each of them; a value of the root may skip to the newest (its deliveries
+  /// back up behind the handler), never back, and ends on it.
   @Test(arguments: ["map", "combineLatest with itself", "diamond", "map of an array's view"])
-  func orderedWritesFromAHandlerOfAnotherSourceReachAValueOfOneRootOneByOne(_ shape: String) {
+  func orderedWritesFromAHandlerOfAnotherSourceReachAValueOfOneRootInOrderEndingOnTheNewest(_ shape: String) {
     let p = Property(0)
     let items = ArrayProperty<Int>([])
     let derived: ReadOnlyProperty<Int> =
@@ -403,6 +402,8 @@ import Testing
       }
     let seen = Recorder<Int>()
     let observer = derived.observe { seen.append($0) }
+    let ofRoot = Recorder<Int>()
+    let rootObserver = p.observe { ofRoot.append($0) }
     let trigger = EventSource<Int>()
     let writer = trigger.observe { _ in
       for value in 1...4 {
@@ -410,15 +411,19 @@ import Testing
       }
     }
     trigger.send(0)
-    #expect(seen.values == [0, 1, 2, 3, 4])
-    #expect(p.observerCount + items.observerCount == 1)
+    #expect(seen.values.first == 0 && seen.values.last == 4)
+    #expect(zip(seen.values, seen.values.dropFirst()).allSatisfy { $0 < $1 })
+    if shape != "map of an array's view" { #expect(ofRoot.values == [0, 1, 2, 3, 4]) }
+    #expect(p.observerCount + items.observerCount == 2)
     observer.cancel()
+    rootObserver.cancel()
     writer.cancel()
   }
 
   /// The same from a handler of the value itself: its delivery of the state that
-  /// triggered the writes is still running further up the thread's stack.
-  @Test func orderedWritesFromAHandlerOfAValueOfOneRootReachItOneByOne() {
+  /// triggered the writes is still running further up the thread's stack, so the
+  /// writes reach it as one newest state.
+  @Test func orderedWritesFromAHandlerOfAValueOfOneRootReachItAsTheNewestState() {
     let p = Property(0)
     let mapped = p.map { $0 * 10 }
     let seen = Recorder<Int>()
@@ -426,7 +431,8 @@ import Testing
       seen.append(value)
       if value == 0 { for next in 1...4 { p.value = next } }
     }
-    #expect(seen.values == [0, 10, 20, 30, 40])
+    #expect(seen.values == [0, 40])
+    #expect(mapped.value == 40)
     observer.cancel()
   }
 
@@ -558,6 +564,29 @@ import Testing
     #expect(values.last == 10_000)
     #expect(values.count <= 3)
     #expect(values == values.sorted())
+  }
+
+  /// Root commits that reach a map while its states are being delivered only mark it:
+  /// an observer arriving meanwhile adds the one state it starts from, and the commits
+  /// after it still wait as one mark, not one state each.
+  @Test func boundedRootCommitsBehindAnArrivingObserverStillWaitAsOneMark() throws {
+    let p = Property(0)
+    let m = p.map { $0 }
+    var backlog = -1
+    let late = Recorder<Int>()
+    var subscription: Subscription?
+    let values = try #require(
+      receivedBehindAHeldReplay(of: m) {
+        p.value = 1
+        subscription = m.observe { late.append($0) }
+        for value in 2...1_000 { p.value = value }
+        backlog = m.derived!.hub.storage.withLock { $0.queue.backlog }
+      })
+    #expect(backlog <= 3)
+    #expect(values.first == 0 && values.last == 1_000)
+    #expect(values.count <= 4)
+    #expect(late.values.first == 1 && late.values.last == 1_000)
+    subscription?.cancel()
   }
 
   /// A value built on a `flatMapLatest` (here a `map` of it) counts its deliveries as
