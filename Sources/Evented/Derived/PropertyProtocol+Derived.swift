@@ -60,7 +60,7 @@ extension PropertyProtocol {
   ///
   /// ```swift
   /// let canSend = form.name.combineLatest(form.email).map { !$0.isEmpty && $1.contains("@") }
-  /// let three = a.combineLatest(b).combineLatest(c)   // ((A, B), C)
+  /// let three = a.combineLatest(b, c)   // (A, B, C): see the variadic overload
   /// ```
   ///
   /// - Returns: A derived property whose `value` pairs the two latest committed
@@ -97,6 +97,42 @@ extension PropertyProtocol {
     _ other: Other
   ) -> ReadOnlyProperty<(Value, Other.Value)> where Value: Equatable, Other.Value: Equatable {
     derivedPair(other, isDuplicate: { $0.0 == $1.0 && $0.1 == $1.1 })
+  }
+
+  /// The latest values of this property and of two or more others, as one flat tuple.
+  ///
+  /// ```swift
+  /// let summary = name.combineLatest(age, city)   // ReadOnlyProperty<(String, Int, String)>
+  /// ```
+  ///
+  /// - Returns: A derived property whose `value` holds the latest committed value of
+  ///   each source, in argument order. Every state it delivers was one the sources held
+  ///   together; it notifies on every change of a source (for an `Equatable` result
+  ///   that skips equal states, `map` it to one).
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** `Sendable`; may be read and observed from any thread.
+  /// - **Ordering:** As the two-source `combineLatest`: never torn, each source's
+  ///   commits in order, and when writers stop the last tuple each observer received
+  ///   equals the result's `value`.
+  /// - **Reentrancy:** As ``Property``.
+  /// - **Lifetime:** The result keeps every source alive, not the reverse; each
+  ///   subscription to it keeps it alive.
+  @inlinable public func combineLatest<Second: PropertyProtocol, Third: PropertyProtocol, each Rest: PropertyProtocol>(
+    _ second: Second, _ third: Third, _ rest: repeat each Rest
+  ) -> ReadOnlyProperty<(Value, Second.Value, Third.Value, repeat (each Rest).Value)> {
+    let sources = (readOnly, second.readOnly, third.readOnly)
+    let more = (repeat (each rest).readOnly)
+    var upstream = [sources.0.computedNode, sources.1.computedNode, sources.2.computedNode].compactMap { $0 }
+    for source in repeat each more { if let node = source.computedNode { upstream.append(node) } }
+    let node = DerivedProperty(upstream: upstream, isDuplicate: nil) { snapshot in
+      (
+        sources.0.evaluate(in: snapshot), sources.1.evaluate(in: snapshot), sources.2.evaluate(in: snapshot),
+        repeat (each more).evaluate(in: snapshot)
+      )
+    }
+    return ReadOnlyProperty(derived: node)
   }
 
   /// Follows the property that `transform` picks from this property's value: the

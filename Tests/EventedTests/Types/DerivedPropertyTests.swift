@@ -100,6 +100,38 @@ final class Friend: Sendable {
     subscription.cancel()
   }
 
+  @Test func combineLatestOfThreeIsFlat() {
+    let a = Property(1)
+    let b = Property("x")
+    let c = Property(true)
+    let three: ReadOnlyProperty<(Int, String, Bool)> = a.combineLatest(b, c)
+    let seen = Recorder<String>()
+    let subscription = three.observe { seen.append("\($0)\($1)\($2)") }
+    a.value = 2
+    b.value = "y"
+    c.value = false
+    #expect(seen.values == ["1xtrue", "2xtrue", "2ytrue", "2yfalse"])
+    #expect(three.value == (2, "y", false))
+    subscription.cancel()
+  }
+
+  @Test func combineLatestOfManyIsFlatAndGlitchFree() {
+    let a = Property(0)
+    let b = Property(10)
+    let doubled = a.map { $0 * 2 }
+    let many = a.combineLatest(b, doubled, a, b.readOnly)
+    let seen = Recorder<Bool>()
+    let subscription = many.observe { x, y, twice, again, same in seen.append(twice == 2 * x && again == x && same == y) }
+    for value in 1...20 {
+      a.value = value
+      b.value = value + 10
+    }
+    #expect(seen.values.count == 41)
+    #expect(seen.values.allSatisfy { $0 })
+    #expect(many.value == (20, 30, 40, 20, 30))
+    subscription.cancel()
+  }
+
   @Test func aCollectionOfPropertiesCombinesIntoAnArray() {
     let scores = [Property(1), Property(2), Property(3)]
     let all = scores.combineLatest()
