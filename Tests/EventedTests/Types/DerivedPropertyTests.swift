@@ -121,7 +121,9 @@ final class Friend: Sendable {
     let doubled = a.map { $0 * 2 }
     let many = a.combineLatest(b, doubled, a, b.readOnly)
     let seen = Recorder<Bool>()
-    let subscription = many.observe { x, y, twice, again, same in seen.append(twice == 2 * x && again == x && same == y) }
+    let subscription = many.observe { x, y, twice, again, same in
+      seen.append(twice == 2 * x && again == x && same == y)
+    }
     for value in 1...20 {
       a.value = value
       b.value = value + 10
