@@ -3,7 +3,9 @@ extension ArrayProperty {
   ///
   /// The subscription by which ``readOnly`` follows this array counts as one while the
   /// view has subscriptions of its own (derived values made from it included), and not
-  /// while nobody observes the view.
+  /// while nobody observes the view. While an Observation scope (a SwiftUI view) shows
+  /// the array, the one subscription Observation follows it with counts too, until one
+  /// second after a change that no scope read again.
   ///
   /// - Complexity: O(n): subscriptions of owners that are gone are swept out first.
   public var observerCount: Int {

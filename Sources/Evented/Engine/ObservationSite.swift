@@ -53,8 +53,28 @@ final class ObservationSite: Observable, Sendable {
   /// (`nonisolated(unsafe)`: a key path is immutable, and its index, `Probe`, is
   /// `Sendable`; `KeyPath` itself is not declared `Sendable`.)
   @usableFromInline nonisolated(unsafe) let probe: KeyPath<ObservationSite, Int>
-  /// Observe mode only: the subscription waiting for the next change.
-  let waiting = Lock.make(Subscription?.none)
+  /// Observe mode only: the subscription that follows the source, and whether a scope
+  /// waits for its next change.
+  let waiting = Lock.make(Following())
+  /// A lazy property's way to follow it (observe mode for a source that has no other
+  /// need of it: a scope that reads it keeps it started); set once, before the site is
+  /// shared.
+  @usableFromInline nonisolated(unsafe) var follower: (@Sendable (ObservationSite) -> Subscription)?
+
+  /// The subscription of observe mode, and its lease.
+  struct Following {
+    var subscription: Subscription?
+    /// Whether a scope read the source since the last change notified.
+    var isArmed = false
+    /// Counts the notifications, so that a lease's end finds whether a scope read the
+    /// source again since the one it follows.
+    var generation: UInt64 = 0
+  }
+
+  /// How long a source followed for Observation stays followed after a change that no
+  /// scope has read again: a scope re-registers by reading, as a SwiftUI view does
+  /// when it renders the change, and a lazy source stays started meanwhile.
+  static let lease = Atomic<UInt64>(1_000_000_000)
   /// The passes of ``deliver()`` asked for and not yet finished: nonzero while a
   /// thread runs passes.
   let passRequests = Atomic<Int>(0)
@@ -135,30 +155,56 @@ final class ObservationSite: Observable, Sendable {
   // MARK: Observe mode (derived values and arrays)
 
   /// Arms a source that notifies through a subscription: makes one with `subscribe`
-  /// unless one is waiting. The subscription's handler must call ``changed()``. A
-  /// waiting subscription that something else ended (`removeAllObservers()` on the
-  /// source) is replaced.
+  /// unless one follows it already. The subscription's handler must call
+  /// ``changed()``. A subscription that something else ended (`removeAllObservers()`
+  /// on the source) is replaced.
   @usableFromInline func follow(_ subscribe: () -> Subscription) {
-    guard waiting.withLock({ $0?.isActive != true }) else { return }
+    let found = waiting.withLock { following -> Bool in
+      guard following.subscription?.isActive == true else { return false }
+      following.isArmed = true
+      return true
+    }
+    if found { return }
     let made = subscribe()
-    let (extra, ended) = waiting.withLock { waiting -> (Subscription?, Subscription?) in
-      if let current = waiting, current.isActive { return (made, nil) }
-      defer { waiting = made }
-      return (nil, waiting)
+    let (extra, ended) = waiting.withLock { following -> (Subscription?, Subscription?) in
+      following.isArmed = true
+      if let current = following.subscription, current.isActive { return (made, nil) }
+      defer { following.subscription = made }
+      return (nil, following.subscription)
     }
     extra?.cancel()
     _ = ended  // released after unlocking
   }
 
-  /// The followed source changed: ends the waiting subscription and notifies, once the
-  /// delivery this runs in (a root's pass, which delivers the derived value's commit
-  /// inside it) and the thread's other delivery frames have ended, as a property
-  /// notifies after its write's synchronous handlers.
+  /// The followed source changed: notifies if a scope read it since the last change,
+  /// once the delivery this runs in (a root's pass, which delivers the derived value's
+  /// commit inside it) and the thread's other delivery frames have ended, as a property
+  /// notifies after its write's synchronous handlers. The subscription stays, so that a
+  /// scope that reads the source again finds it followed (a lazy source stays started),
+  /// until a lease passes with no scope reading it (``endLease(_:)``).
   @usableFromInline func changed() {
-    let ended = waiting.withLock { $0.take() }
-    guard let ended else { return }
-    ended.cancel()
+    let generation = waiting.withLock { following -> UInt64? in
+      guard following.isArmed, following.subscription != nil else { return nil }
+      following.isArmed = false
+      following.generation &+= 1
+      return following.generation
+    }
+    guard let generation else { return }
     DeliveringThread.notifyAfterFrame(self)
+    let lease = Self.lease.load(ordering: .relaxed)
+    DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: lease))) { [weak self] in
+      self?.endLease(generation)
+    }
+  }
+
+  /// Ends the subscription if no scope read the source since the notification
+  /// numbered `generation`.
+  func endLease(_ generation: UInt64) {
+    let ended = waiting.withLock { following -> Subscription? in
+      guard !following.isArmed, following.generation == generation else { return nil }
+      return following.subscription.take()
+    }
+    ended?.cancel()
   }
 }
 
@@ -272,10 +318,26 @@ struct ObservationSlot: ~Copyable, Sendable {
     return Self.site(found).takeUnretainedValue()
   }
 
-  /// A read of a property: registers with a tracking scope, if any, and arms the slot.
+  /// A read of a property: registers with a tracking scope, if any, and arms the slot
+  /// (a lazy property: follows it, so that the scope keeps it started).
   @usableFromInline @inline(never)
   func access() {
-    withSite { site in site.access { word.bitwiseOr(1, ordering: .acquiringAndReleasing) } }
+    withSite { site in
+      site.access {
+        if let follower = site.follower { return site.follow { follower(site) } }
+        word.bitwiseOr(1, ordering: .acquiringAndReleasing)
+      }
+    }
+  }
+
+  /// Makes the site of a lazy property, which follows it for Observation.
+  @usableFromInline func makeSite(following follower: @escaping @Sendable (ObservationSite) -> Subscription) {
+    let made = ObservationSite()
+    made.follower = follower
+    let exchanged = word.compareExchange(
+      expected: 0, desired: UInt(bitPattern: Unmanaged.passRetained(made).toOpaque()), ordering: .acquiringAndReleasing
+    ).exchanged
+    precondition(exchanged, "Evented: a lazy property's Observation site was made twice")
   }
 
   /// A read of a source that notifies through a subscription.

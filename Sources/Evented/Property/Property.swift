@@ -65,6 +65,16 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ) {
     hub = Hub.makeProperty(value, backlogLimit: backlogLimit, lazy: lazy)
     self.isDuplicate = isDuplicate
+    if lazy != nil {
+      // A scope that reads a lazy property follows it with a subscription, which keeps
+      // it started (ObservationSite.swift). The site is this property's, and follows it
+      // only from a read of it.
+      observation.pointee.makeSite { [unowned self] site in
+        hub.observe(
+          .handle, reading: .message, on: nil, anchor: hub.lazyHooks?.token(), outlivesRemoveAll: true,
+          { (_: Update<Value>) in site.changed() })
+      }
+    }
   }
 
   /// Creates a property that notifies on every write.

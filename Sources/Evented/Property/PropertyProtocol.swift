@@ -57,6 +57,14 @@ extension PropertyProtocol {
 
   /// The number of subscriptions whose owner is alive.
   ///
+  /// It counts the subscriptions made by `observe`, `observeChanges`, `observeOnce`,
+  /// `values` and the actor sinks, the links of observed derived values built on this
+  /// one (one per derived value), and, while a SwiftUI view or another Observation
+  /// scope shows this value, the one subscription Observation follows it with: that one
+  /// ends one second after a change that no scope read again (see
+  /// ObservationAndSwiftUI.md). To check for a leak, let such a second pass, then
+  /// compare with 0.
+  ///
   /// Values derived from a derived value subscribe to its roots, not to it: counting
   /// sweeps those roots too, so that a value derived from this one whose last
   /// observer's owner died is freed here as well.

@@ -1,4 +1,7 @@
+import Dispatch
 import Evented
+import Observation
+import Synchronization
 import Testing
 
 /// Records the hooks of a lazy source, and whether two ever ran at once.
@@ -287,6 +290,70 @@ private final class HookLog: Sendable {
     #expect(log == String(repeating: "+-", count: log.count / 2))
     #expect(!hooks.overlapped)
   }
+
+  /// A view that shows a lazy property through Observation, directly or through a
+  /// `map`: its first read starts the property; rendering each change again (a read in
+  /// a new tracking scope) keeps it started, with no stop and restart per change; once
+  /// the view stops rendering, the property stops within the lease (one second) after
+  /// the next change.
+  @Test(arguments: ["property", "view", "map"])
+  func lazySourceShownThroughObservationStartsOnceAndStopsAfterTheViewLeaves(_ shape: String) {
+    let hooks = HookLog()
+    let level = Property(0, onFirstObserver: hooks.hook("+"), onLastObserverGone: hooks.hook("-"))
+    let doubled = level.map { $0 * 2 }
+    let read: @Sendable () -> Int =
+      switch shape {
+      case "property": { level.value }
+      case "view": { level.readOnly.value }
+      default: { doubled.value }
+      }
+    let view = ShownValue(read)
+    view.show()
+    #expect(hooks.log == "+")
+    for value in 1...50 {
+      level.value = value
+      #expect(view.rendered(count: value))
+    }
+    #expect(hooks.log == "+")
+    #expect(view.lastShown == (shape == "map" ? 100 : 50))
+    view.leave()
+    level.value = 51
+    #expect(hooks.wait(for: "+-"))
+    #expect(level.observerCount == 0)
+  }
+}
+
+/// A SwiftUI-style view of one value: renders by reading it in a tracking scope, and
+/// renders again on its own queue after each change, until it leaves.
+private final class ShownValue: Sendable {
+  private let read: @Sendable () -> Int
+  private let queue = DispatchQueue(label: "view")
+  private let renders = Counter()
+  private let isShown = Atomic<Bool>(true)
+  private let last = Atomic<Int>(-1)
+
+  init(_ read: @escaping @Sendable () -> Int) { self.read = read }
+
+  var lastShown: Int { last.load(ordering: .acquiring) }
+
+  func show() { queue.sync { render() } }
+
+  func leave() { isShown.store(false, ordering: .releasing) }
+
+  /// Waits until the view rendered `count` changes.
+  func rendered(count: Int) -> Bool { renders.wait(for: count) }
+
+  private func render() {
+    let value = withObservationTracking({ read() }) {
+      self.queue.async {
+        guard self.isShown.load(ordering: .acquiring) else { return }
+        self.render()
+        self.renders.increment()
+      }
+    }
+    last.store(value, ordering: .releasing)
+  }
+
 }
 
 private final class HookOwner: Sendable {}
