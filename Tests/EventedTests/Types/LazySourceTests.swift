@@ -344,13 +344,15 @@ private final class ShownValue: Sendable {
   func rendered(count: Int) -> Bool { renders.wait(for: count) }
 
   private func render() {
-    let value = withObservationTracking({ read() }) {
-      self.queue.async {
-        guard self.isShown.load(ordering: .acquiring) else { return }
-        self.render()
-        self.renders.increment()
-      }
-    }
+    let value = withObservationTracking(
+      { read() },
+      onChange: {
+        self.queue.async {
+          guard self.isShown.load(ordering: .acquiring) else { return }
+          self.render()
+          self.renders.increment()
+        }
+      })
     last.store(value, ordering: .releasing)
   }
 
