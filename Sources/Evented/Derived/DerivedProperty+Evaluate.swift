@@ -64,7 +64,10 @@ extension DerivedProperty {
   }
 
   /// Evaluates every computed node below `upstream`, from the roots up, each into its
-  /// memo: then each body finds the values below it memoized, without recursion.
+  /// memo: then each body finds the values below it memoized, without recursion. A node
+  /// whose memo holds its value in `snapshot` is not evaluated, nor what is below it, so
+  /// that a run costs what changed (a chain whose top input was written checks the node
+  /// below the top, not every node of the chain).
   @usableFromInline static func evaluateUpstream(_ upstream: [any EvaluatedNode], in snapshot: Snapshot) {
     snapshot.isEvaluatingUpstream = true
     defer { snapshot.isEvaluatingUpstream = false }
@@ -77,10 +80,10 @@ extension DerivedProperty {
         order.append(next)
         continue
       }
-      guard visited.insert(ObjectIdentifier(next)).inserted else { continue }
+      guard visited.insert(ObjectIdentifier(next)).inserted, !next.isMemoized(in: snapshot) else { continue }
       stack.append((next, true))
       for below in next.upstream where !visited.contains(ObjectIdentifier(below)) { stack.append((below, false)) }
     }
-    for each in order { each.evaluateIntoMemo(snapshot) }
+    for each in order { each.computeIntoMemo(snapshot) }
   }
 }

@@ -159,8 +159,11 @@ protocol EvaluatedNode: AnyObject, Sendable {
   var upstream: [any EvaluatedNode] { get }
   /// The length of the longest chain of computed nodes from a root to this one.
   var height: Int { get }
-  /// Evaluates the node in `snapshot`, leaving the value in its memo.
-  func evaluateIntoMemo(_ snapshot: Snapshot)
+  /// Computes the node in `snapshot`, whose memo was found not to hold its value there,
+  /// leaving the value in its memo.
+  func computeIntoMemo(_ snapshot: Snapshot)
+  /// Whether the memo holds the value in `snapshot` (its reads then count as read).
+  func isMemoized(in snapshot: Snapshot) -> Bool
   /// Drops the references to the nodes below (in `upstream` and in the body's
   /// captures) and returns them: for a node being freed, whose body never runs again.
   func detachForTeardown() -> [any EvaluatedNode]
@@ -180,7 +183,12 @@ extension DerivedProperty: EvaluatedNode {
     return below
   }
 
-  @usableFromInline func evaluateIntoMemo(_ snapshot: Snapshot) {
-    _ = evaluate(in: snapshot)
+  @usableFromInline func computeIntoMemo(_ snapshot: Snapshot) {
+    _ = compute(in: snapshot)
+  }
+
+  @usableFromInline func isMemoized(in snapshot: Snapshot) -> Bool {
+    guard let known = memo.withLock({ $0 }) else { return false }
+    return snapshot.matches(known.reads)
   }
 }
