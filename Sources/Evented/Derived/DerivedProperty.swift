@@ -65,6 +65,11 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let onCommit: @Sendable (AnyObject, Snapshot) -> Void
   /// ``keepsLinksNow()``, made in code specialized for `Value`.
   @usableFromInline let checkLinks: @Sendable (DerivedProperty<Value>) -> Bool
+  /// The steps of a deep chain's evaluation from the roots up (``isMemoized(in:)``,
+  /// then ``computeIntoMemo(_:)``: `true` computes), made in code specialized for
+  /// `Value`: called through the protocol, they would run unspecialized, looking up
+  /// the memo's generic metadata at every node.
+  @usableFromInline let upstreamStep: @Sendable (DerivedProperty<Value>, Snapshot, Bool) -> Bool
   /// ``refresh(reusing:inPass:relinking:)`` of the latest state, made in code
   /// specialized for `Value`, for the callers that reach the node through a protocol
   /// (an arriving observer, the end of a transaction).
@@ -103,6 +108,14 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     onCommit = { node, commit in unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(commit: commit) }
     checkLinks = { node in node.keepsLinksNow() }
     refreshing = { node in node.refresh() }
+    upstreamStep = { node, snapshot, computes in
+      if computes {
+        _ = node.compute(in: snapshot)
+        return true
+      }
+      guard let known = node.memo.withLock({ $0 }) else { return false }
+      return snapshot.matches(known.reads)
+    }
     self.isDuplicate = isDuplicate
     sources = upstream
     self.keeper = keeper
@@ -184,11 +197,10 @@ extension DerivedProperty: EvaluatedNode {
   }
 
   @usableFromInline func computeIntoMemo(_ snapshot: Snapshot) {
-    _ = compute(in: snapshot)
+    _ = upstreamStep(self, snapshot, true)
   }
 
   @usableFromInline func isMemoized(in snapshot: Snapshot) -> Bool {
-    guard let known = memo.withLock({ $0 }) else { return false }
-    return snapshot.matches(known.reads)
+    upstreamStep(self, snapshot, false)
   }
 }
