@@ -1,6 +1,5 @@
-// Lifetime of the nodes that follow their sources whether observed or not (a
-// `flatMapLatest`, a derived event source): freed by a sweep of a source once their
-// last observer's owner died.
+// Lifetime of the nodes that follow their sources whether observed or not (derived
+// event sources): freed by a sweep of a source once their last observer's owner died.
 //
 // Such a node is kept alive by its observers (their handlers capture it) and by the
 // code that references it; its sources hold it weakly, through the node's links. When
