@@ -93,9 +93,4 @@ extension DerivedProperty: ObservedNode {
   @usableFromInline func observerEnded() {
     unlinkIfUnobserved()
   }
-
-  @usableFromInline func refreshLatest() {
-    guard links.withLock({ $0.isLinked }) else { return }
-    refreshing(self)
-  }
 }

@@ -18,14 +18,12 @@ import Synchronization
 
 extension DerivedProperty {
   /// Runs the node for the commit of `snapshot`, the only root pinned there
-  /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), which is recycled here.
+  /// (``Snapshot/ofCommit(of:version:value:_:)``), which is recycled here.
   /// Runs in the root's delivery.
   @inlinable func refresh(commit snapshot: Snapshot) {
-    if !snapshot.commit.isPartial {
-      // Each step in a frame of its own for a large value (Parcel.swift), so that the
-      // value computed here is off the stack while the next step runs.
-      if Self.isLarge ? publishCommitApart(snapshot) : publishCommit(snapshot) { return }
-    }
+    // Each step in a frame of its own for a large value (Parcel.swift), so that the
+    // value computed here is off the stack while the next step runs.
+    if Self.isLarge ? publishCommitApart(snapshot) : publishCommit(snapshot) { return }
     if Self.isLarge { return refreshApart(reusing: snapshot) }
     refresh(reusing: snapshot, inPass: true)
   }
@@ -163,7 +161,9 @@ extension DerivedProperty {
   /// delivery cannot wait inside it.
   @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
     let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
-    if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) { hub.scanForDeadOwners() }
+    if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass, isSource: false) {
+      hub.scanForDeadOwners()
+    }
     if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 
