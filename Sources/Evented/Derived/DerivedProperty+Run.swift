@@ -32,13 +32,19 @@ extension DerivedProperty {
   @inlinable static var isLarge: Bool { MemoryLayout<Value>.size > largeMessageSize }
 
   /// Publishes the state the commit of `snapshot` made, if the value reads nothing else
-  /// or the other roots it reads are at their versions in the state delivered last.
+  /// or the other roots it reads are at their versions in the state delivered last;
+  /// else the state it read, if every root it read is still at the version read (the
+  /// commit is the latest of its root, and the others held with it at one instant:
+  /// the latest consistent state, as a new snapshot would take).
   ///
   /// - Returns: false if that state may never have existed: then the snapshot is the
   ///   caller's still.
   @inlinable func publishCommit(_ snapshot: Snapshot) -> Bool {
     let (value, reads) = evaluateRecording(in: snapshot)
-    guard snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(reads, snapshot.commit) else {
+    guard
+      snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(reads, snapshot.commit)
+        || snapshot.isConsistent
+    else {
       return false
     }
     // Returned to the thread before the node's observers, delivered below, run: so that

@@ -73,9 +73,17 @@ final class TransactionToken: @unchecked Sendable {
   private init() {}
 
   /// Takes the token for a transaction of the calling thread `me`, waiting while
-  /// another thread's transaction holds it.
-  func take(_ me: UInt) -> OpenTransaction {
-    let open = OpenTransaction(owner: me)
+  /// another thread's transaction holds it; `spare`, an ended transaction of `me` that
+  /// nothing else holds, is used again if given.
+  func take(_ me: UInt, reusing spare: OpenTransaction?) -> OpenTransaction {
+    let open: OpenTransaction
+    if let spare {
+      spare.isOpen.store(true, ordering: .relaxed)
+      spare.isHeld.store(true, ordering: .relaxed)
+      open = spare
+    } else {
+      open = OpenTransaction(owner: me)
+    }
     mutex.lock()
     while let other = holder {
       mutex.unlock()
@@ -182,7 +190,8 @@ struct Savepoint {
 /// The running transaction's own bookkeeping, kept by its thread.
 @usableFromInline
 final class RunningTransaction {
-  @usableFromInline let mark: OpenTransaction
+  /// The transaction; its thread's last one, ended, while this waits as its spare.
+  @usableFromInline var mark: OpenTransaction
   /// The sources written, by the identity of their hub's storage, and the events sent,
   /// in order.
   @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
@@ -319,10 +328,18 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   }
 }
 
-/// Takes the transaction token for the calling thread and starts its bookkeeping.
+/// Takes the transaction token for the calling thread and starts its bookkeeping (the
+/// thread's spare one, with what it allocated, if it kept one).
 @usableFromInline func beginTransaction(_ thread: UnsafeMutablePointer<DeliveringState>) -> RunningTransaction {
   if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
-  let running = RunningTransaction(TransactionToken.shared.take(currentThreadID()))
+  let me = currentThreadID()
+  guard let running = thread.pointee.spareTransaction.take() else {
+    let running = RunningTransaction(TransactionToken.shared.take(me, reusing: nil))
+    thread.pointee.transaction = running
+    return running
+  }
+  let spare = isKnownUniquelyReferenced(&running.mark) ? running.mark : nil
+  running.mark = TransactionToken.shared.take(me, reusing: spare)
   thread.pointee.transaction = running
   return running
 }
@@ -349,6 +366,10 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   running.mark.isOpen.store(false, ordering: .releasing)
   for step in running.steps where committing || step is TransactionRecord { step.commit() }
   TransactionToken.shared.give(running.mark)
+  running.steps.removeAll(keepingCapacity: true)
+  running.written.removeAll()
+  running.savepoints.removeAll()
+  thread.pointee.spareTransaction = running
   DeliveringThread.exit(thread)
 }
 
@@ -445,6 +466,13 @@ struct IdentityList {
     } else if keys.count > Self.linearLimit {
       table = Dictionary(uniqueKeysWithValues: zip(keys, indices))
     }
+  }
+
+  /// Removes every key, keeping the capacity.
+  @usableFromInline mutating func removeAll() {
+    keys.removeAll(keepingCapacity: true)
+    indices.removeAll(keepingCapacity: true)
+    table = nil
   }
 
   /// Keeps the keys of `keys` (nil for no source), each at its position.

@@ -2,6 +2,10 @@
 // wrote, and how it commits or rolls back each one. A property's record keeps its value
 // from before; an array's keeps its elements from before and the changes made since, in
 // order, for one changeset; an event is kept until the transaction commits.
+//
+// Each step carries out its work through a closure made by its inlinable initializer,
+// which captures nothing: so the work runs code specialized for the source's types,
+// with no generic metadata to look up.
 
 import Synchronization
 
@@ -12,6 +16,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// The value before the transaction.
   @usableFromInline let earlierValue: Value
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  @usableFromInline let work: (PropertyWrite, StepWork) -> Void
 
   @inlinable init(
     _ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64,
@@ -20,12 +25,23 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
     self.hub = hub
     earlierValue = earlier
     self.isDuplicate = isDuplicate
+    work = { record, work in
+      switch work {
+      case .settle: record.settleNow()
+      case .commit: record.commitNow()
+      case .rollBack: record.rollBackNow()
+      }
+    }
     super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
   }
 
   @usableFromInline override var earlier: any Sendable { earlierValue }
 
-  @usableFromInline override func rollBack() {
+  @usableFromInline override func settle() { work(self, .settle) }
+  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func rollBack() { work(self, .rollBack) }
+
+  @inlinable func rollBackNow() {
     let old = hub.storage.withLock { Hub<Update<Value>, Value>.replace(&$0.stored, with: earlierValue) }
     withExtendedLifetime(old) {}
   }
@@ -33,7 +49,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// A final value equal to the one before commits nothing (when the property skips
   /// duplicates: the `==` runs under the lock, as for any write): then the version
   /// goes back to the one before, which is all any other thread saw.
-  @usableFromInline override func settle() {
+  @inlinable func settleNow() {
     let token = hub.storage.lock()
     if !isUndone, let isDuplicate, isDuplicate(earlierValue, token.state.pointee.stored) { isUndone = true }
     if isUndone { HubState.storeVersion(token.state, earlierVersion | versionMayHideBit) }
@@ -41,7 +57,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   }
 
   /// One change, from the value before the transaction to the final one.
-  @usableFromInline override func commit() {
+  @inlinable func commitNow() {
     let token = hub.storage.lock()
     let state = token.state
     let record = state.pointee.core?.pointee.transaction.take()
@@ -65,6 +81,7 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   @usableFromInline let earlierElements: [Element]
   /// The changes made since, in order. Guarded by the array's lock.
   @usableFromInline @exclusivity(unchecked) var changes: [ArrayChange<Element>] = []
+  @usableFromInline let work: (ArrayWrite, StepWork) -> Void
 
   @inlinable init(
     _ hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>, _ mark: OpenTransaction, earlier: [Element],
@@ -72,12 +89,23 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   ) {
     self.hub = hub
     earlierElements = earlier
+    work = { record, work in
+      switch work {
+      case .settle: record.settleNow()
+      case .commit: record.commitNow()
+      case .rollBack: record.rollBackNow()
+      }
+    }
     super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
   }
 
   @usableFromInline override var earlier: any Sendable { earlierElements }
 
-  @usableFromInline override func rollBack() {
+  @usableFromInline override func settle() { work(self, .settle) }
+  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func rollBack() { work(self, .rollBack) }
+
+  @inlinable func rollBackNow() {
     let old = hub.storage.withLock { state in
       state.stored.exposure.state = .shared
       var old = earlierElements
@@ -89,7 +117,7 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   }
 
   /// The version moves once per transaction; back to the one before if nothing changed.
-  @usableFromInline override func settle() {
+  @inlinable func settleNow() {
     hub.storage.withLock { state in
       if changes.isEmpty { isUndone = true }
       state.stored.version = isUndone ? earlierVersion : earlierVersion &+ 1
@@ -97,7 +125,7 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   }
 
   /// One changeset of every change, in order.
-  @usableFromInline override func commit() {
+  @inlinable func commitNow() {
     let token = hub.storage.lock()
     let store = token.state
     let record = store.pointee.core?.pointee.transaction.take()
@@ -161,15 +189,21 @@ extension HubState {
 final class EventSend<Event: Sendable>: TransactionStep {
   @usableFromInline let hub: Hub<Event, Void>
   @usableFromInline let event: Event
+  @usableFromInline let sending: (EventSend) -> Void
 
   @inlinable init(_ hub: Hub<Event, Void>, _ event: Event) {
     self.hub = hub
     self.event = event
+    sending = { step in step.hub.send(step.event) }
   }
 
-  @usableFromInline override func commit() {
-    hub.send(event)
-  }
+  @usableFromInline override func commit() { sending(self) }
+}
+
+/// What a step is asked to do (``TransactionStep``).
+@usableFromInline
+enum StepWork {
+  case settle, commit, rollBack
 }
 
 extension Hub where Stored == Void {
