@@ -90,6 +90,10 @@ extension DerivedProperty: ObservedNode {
     _ = hub.liveCount
   }
 
+  @usableFromInline func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool {
+    hub.storage.withLock { _ in delivered.entries.contains { $0.identity == identity && $0.version >= version } }
+  }
+
   @usableFromInline func observerEnded() {
     unlinkIfUnobserved()
   }

@@ -94,7 +94,8 @@ struct HubState<Message: Sendable, Stored> {
   /// end of a transaction that holds the source.
   @inlinable @inline(__always) mutating func mayHaveToWait() -> Bool {
     guard let core else { return false }
-    return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true || core.pointee.transaction != nil
+    return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
+      || core.pointee.transaction.map { $0.mark.owner != currentThreadID() } == true
   }
 
   /// The recipients of a commit now: every current subscription; nil if there is none.

@@ -203,10 +203,17 @@ final class RunningTransaction {
     self.mark = mark
   }
 
+  /// The record found last by ``record(of:)``: a transaction often writes one source
+  /// several times in a row.
+  @usableFromInline @exclusivity(unchecked) var lastFound: TransactionRecord?
+
   /// The record of the source `key` written by this transaction, if any.
   @inlinable func record(of key: ObjectIdentifier) -> TransactionRecord? {
+    if let lastFound, lastFound.key == key { return lastFound }
     guard let index = written.index(of: key) else { return nil }
-    return unsafeDowncast(steps[index], to: TransactionRecord.self)
+    let found = unsafeDowncast(steps[index], to: TransactionRecord.self)
+    lastFound = found
+    return found
   }
 
   /// Adds the first write of the source of `record`.
@@ -255,6 +262,7 @@ final class RunningTransaction {
       kept.append(record)
     }
     steps = kept
+    lastFound = nil
     written.reindex(steps.map { ($0 as? TransactionRecord)?.key })
   }
 }
@@ -367,6 +375,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   for step in running.steps where committing || step is TransactionRecord { step.commit() }
   TransactionToken.shared.give(running.mark)
   running.steps.removeAll(keepingCapacity: true)
+  running.lastFound = nil
   running.written.removeAll()
   running.savepoints.removeAll()
   thread.pointee.spareTransaction = running
@@ -376,18 +385,24 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
 extension Hub {
   /// Waits, unlocked, until no transaction of another thread holds this source; called
   /// by a writer that found a record in the core. Returns the lock.
-  @usableFromInline @inline(never)
+  @inlinable
   func waitForTransaction(_ token: consuming Token) -> Token {
     let me = currentThreadID()
     while let record = token.state.pointee.core?.pointee.transaction, record.isHeld(against: me) {
       let mark = record.mark
       token.unlock()
-      TransactionToken.shared.wait(
-        for: mark, me: me, wanting: "to write \(lockDescription(of: HubState<Message, Stored>.self)), which it wrote")
+      waitForEnd(of: mark, me: me, writing: HubState<Message, Stored>.self)
       token = storage.lock()
     }
     return token
   }
+}
+
+/// Waits until `mark` has ended, for the thread `me`, which wants to write a source
+/// whose state has the type `writing`.
+@usableFromInline @inline(never)
+func waitForEnd(of mark: OpenTransaction, me: UInt, writing: Any.Type) {
+  TransactionToken.shared.wait(for: mark, me: me, wanting: "to write \(lockDescription(of: writing)), which it wrote")
 }
 
 extension HubState {

@@ -67,7 +67,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
       return withExtendedLifetime(record) {}
     }
     hub.commit(token, to: consume recipients) { [earlierValue] stored in
-      Update(old: earlierValue, new: stored, isInitial: false)
+      Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
     }
     withExtendedLifetime(record) {}
   }

@@ -67,8 +67,8 @@ import Testing
     }
     #expect(wrote.wait())
     let other = Spawned {
-      modifying.open()
       #expect(counter.value == 0)  // the open transaction's write is not seen
+      modifying.open()
       counter.modify { $0 += 100 }
     }
     #expect(modifying.wait())
