@@ -1,7 +1,7 @@
 // Transactions: atomic, one commit per source, serializable, rolled back on a throw.
 //
-// The shape, chosen for being the simplest that is sound (see Transactions.md, "How it
-// works"):
+// The shape, chosen for being the simplest that is sound (Transactions.md, "How it
+// works, and why this shape"):
 //
 // - One transaction at a time. The outermost `transaction { }` holds the process's
 //   transaction token (`TransactionToken`) for its closure; a nested one on the same
@@ -19,7 +19,7 @@
 //   that loads it without the lock reads it under the lock, where the record decides.
 // - A write from another thread to a source the open transaction wrote (plain,
 //   `modify`, a batch) waits, before touching it, until the transaction has ended
-//   (`Hub.waitForTransaction`). Event sources hold no state: events sent inside a
+//   (`Hub.waitForTransaction`, TransactionToken.swift). Event sources hold no state: events sent inside a
 //   transaction are kept and sent when it commits; other threads' events go through.
 // - Nothing is committed to a subscriber while the transaction runs. When the
 //   outermost one returns, its thread settles every source (an unchanged or equal
@@ -58,60 +58,6 @@ final class OpenTransaction: Sendable {
 
   @usableFromInline init(owner: UInt) {
     self.owner = owner
-  }
-}
-
-/// The process's transaction token: one transaction runs at a time.
-final class TransactionToken: @unchecked Sendable {
-  // @unchecked Sendable: `mutex` guards `holder`; the waits for a transaction's end are
-  // made on it too.
-  static let shared = TransactionToken()
-
-  private let mutex = RawMutex()
-  private var holder: OpenTransaction?
-
-  private init() {}
-
-  /// Takes the token for a transaction of the calling thread `me`, waiting while
-  /// another thread's transaction holds it; `spare`, an ended transaction of `me` that
-  /// nothing else holds, is used again if given.
-  func take(_ me: UInt, reusing spare: OpenTransaction?) -> OpenTransaction {
-    let open: OpenTransaction
-    if let spare {
-      spare.isOpen.store(true, ordering: .relaxed)
-      spare.isHeld.store(true, ordering: .relaxed)
-      open = spare
-    } else {
-      open = OpenTransaction(owner: me)
-    }
-    mutex.lock()
-    while let other = holder {
-      mutex.unlock()
-      wait(for: other, me: me, wanting: "to begin a transaction")
-      mutex.lock()
-    }
-    holder = open
-    mutex.unlock()
-    return open
-  }
-
-  /// Gives the token of `open` back and wakes the threads waiting for its end.
-  func give(_ open: OpenTransaction) {
-    mutex.lock()
-    open.isHeld.store(false, ordering: .releasing)
-    holder = nil
-    mutex.broadcast()
-    mutex.unlock()
-  }
-
-  /// Waits until `open` has given the token back; `wanting` says what for, for the
-  /// message of a cycle of waits.
-  func wait(for open: OpenTransaction, me: UInt, wanting: @autoclosure () -> String) {
-    LockCycles.shared.startWaiting(me, forTransaction: open, wanting: wanting())
-    mutex.lock()
-    while open.isHeld.load(ordering: .acquiring) { mutex.wait() }
-    mutex.unlock()
-    LockCycles.shared.stopWaiting(me)
   }
 }
 
@@ -382,29 +328,6 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   DeliveringThread.exit(thread)
 }
 
-extension Hub {
-  /// Waits, unlocked, until no transaction of another thread holds this source; called
-  /// by a writer that found a record in the core. Returns the lock.
-  @inlinable
-  func waitForTransaction(_ token: consuming Token) -> Token {
-    let me = currentThreadID()
-    while let record = token.state.pointee.core?.pointee.transaction, record.isHeld(against: me) {
-      let mark = record.mark
-      token.unlock()
-      waitForEnd(of: mark, me: me, writing: HubState<Message, Stored>.self)
-      token = storage.lock()
-    }
-    return token
-  }
-}
-
-/// Waits until `mark` has ended, for the thread `me`, which wants to write a source
-/// whose state has the type `writing`.
-@usableFromInline @inline(never)
-func waitForEnd(of mark: OpenTransaction, me: UInt, writing: Any.Type) {
-  TransactionToken.shared.wait(for: mark, me: me, wanting: "to write \(lockDescription(of: writing)), which it wrote")
-}
-
 extension HubState {
   /// The version and value that the thread `me` reads: the state before the open
   /// transaction that wrote this source, unless it is `me`'s.
@@ -439,62 +362,5 @@ extension HubState where Stored: Sendable {
   /// The version and value that the thread `me` reads (see ``visible(to:current:)``).
   @inlinable mutating func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
     visible(to: me) { ($0.version, $0.stored) }
-  }
-}
-
-/// Source identities each kept once with an index, in the order they were first
-/// inserted: a list searched from the end while it is short (a transaction usually
-/// writes a few sources), with a hash index once it is longer.
-@usableFromInline
-struct IdentityList {
-  @usableFromInline var keys: [ObjectIdentifier] = []
-  @usableFromInline var indices: [Int] = []
-  /// Every key's index, once there are more than `linearLimit`.
-  @usableFromInline var table: [ObjectIdentifier: Int]?
-
-  @inlinable static var linearLimit: Int { 16 }
-
-  @inlinable init() {}
-
-  /// Whether `key` is in the list.
-  @inlinable func contains(_ key: ObjectIdentifier) -> Bool {
-    index(of: key) != nil
-  }
-
-  /// The index kept for `key`, if it is in the list.
-  @inlinable func index(of key: ObjectIdentifier) -> Int? {
-    if let table { return table[key] }
-    var position = keys.count
-    while position > 0 {
-      position -= 1
-      if keys[position] == key { return indices[position] }
-    }
-    return nil
-  }
-
-  /// Adds `key`, which is not in the list, with `index`.
-  @inlinable mutating func insert(_ key: ObjectIdentifier, at index: Int) {
-    keys.append(key)
-    indices.append(index)
-    if table != nil {
-      table?[key] = index
-    } else if keys.count > Self.linearLimit {
-      table = Dictionary(uniqueKeysWithValues: zip(keys, indices))
-    }
-  }
-
-  /// Removes every key, keeping the capacity.
-  @usableFromInline mutating func removeAll() {
-    keys.removeAll(keepingCapacity: true)
-    indices.removeAll(keepingCapacity: true)
-    table = nil
-  }
-
-  /// Keeps the keys of `keys` (nil for no source), each at its position.
-  @usableFromInline mutating func reindex(_ keys: [ObjectIdentifier?]) {
-    self = IdentityList()
-    for (index, key) in keys.enumerated() {
-      if let key { insert(key, at: index) }
-    }
   }
 }
