@@ -238,8 +238,9 @@ final class RunningTransaction {
 ///   transaction runs at a time in the process: a transaction on another thread waits
 ///   for the open one to end. A write from another thread to a property or an array
 ///   the open transaction wrote waits until it ends.
-/// - **Ordering:** Transactions and plain writes behave as if run one at a time, in an
-///   order that respects each thread's program order, reads included. Nothing of the
+/// - **Ordering:** Transactions behave as if run one after another, reads included; a
+///   plain write to a source the transaction wrote lands wholly before or after it (a
+///   plain write to a source it only read does not wait for it). Nothing of the
 ///   transaction is visible to other threads before it returns: not a source's `value`,
 ///   not a derived value, not an observer. Its own thread reads its writes at once,
 ///   also through derived values. Each source written commits once, with its final
