@@ -48,6 +48,52 @@ let misuses: [Misuse] = [
       }
     }
   },
+  Misuse(name: "transaction-and-modify-wait-for-each-other", expected: "a transaction and a locked section wait") {
+    // A transaction wrote `first` and goes on to modify `second`, whose lock another
+    // thread holds in `modify` while it writes `first`.
+    let first = Property(0)
+    let second = Property(0)
+    let wrote = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      transaction {
+        first.value = 1
+        wrote.signal()
+        held.wait()
+        second.modify { $0 += 1 }
+      }
+    }
+    DispatchQueue.global().async {
+      wrote.wait()
+      second.modify { value in
+        held.signal()
+        first.value = value
+      }
+    }
+  },
+  Misuse(name: "transactions-wait-for-each-other", expected: "to begin a transaction") {
+    // A thread begins a transaction inside `modify` of `second` while the open
+    // transaction of another thread goes on to write `second`.
+    let first = Property(0)
+    let second = Property(0)
+    let began = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      transaction {
+        first.value = 1
+        began.signal()
+        held.wait()
+        second.value = 1
+      }
+    }
+    DispatchQueue.global().async {
+      began.wait()
+      second.modify { value in
+        held.signal()
+        transaction { first.value = value }
+      }
+    }
+  },
   Misuse(name: "cancel-inside-modify-while-handler-waits", expected: "waiting for the handler would deadlock") {
     // Inside `modify`, cancel a subscription whose handler runs on another thread and
     // is reading the same property.

@@ -82,6 +82,7 @@ public enum StressSuite {
     reentrancyStorm,
     writers,
     derived,
+    transactions,
     overload,
     asyncConsumers,
     actors,

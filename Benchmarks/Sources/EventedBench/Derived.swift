@@ -2,7 +2,8 @@
 // directly (W1b) and against a hand-written map in the floor's subscriber. W1d: a write
 // observed through a diamond (two maps of one property, combined). W1t: two writes in
 // one transaction observed through `combineLatest`, against the same two writes made
-// plainly (W1t-plain). W1r: reading an unchanged derived value, against reading the
+// plainly (W1t-plain). W1t-10: ten writes to one property in one transaction, observed
+// through `map` (the peers, with no transaction, deliver all ten). W1r: reading an unchanged derived value, against reading the
 // property itself (W1r-plain).
 
 import Evented
@@ -174,6 +175,57 @@ func pairWriteBench(_ peer: Peer, inTransaction: Bool) -> Result<Bench, Unavaila
           next &+= 1
           x.send(next)
           y.send(next)
+        }
+      })
+  case .eventedActor, .notificationCenter, .observation, .asyncStream:
+    return .failure(Unavailable("n/a (no derived value)"))
+  }
+}
+
+/// Ten writes to one property observed through a map: in one transaction for Evented,
+/// which delivers once; one operation is the ten writes.
+func tenWritesBench(_ peer: Peer) -> Result<Bench, Unavailable> {
+  let sink = Sink()
+  switch peer {
+  case .floor:
+    let property = FloorProperty(0)
+    property.subscribe { sink.add($0 &* 2) }
+    var next = 0
+    return .success(
+      .onThisThread(sink: sink, deliveries: 10, keepAlive: [property]) { n in
+        for _ in 0..<n {
+          for _ in 0..<10 {
+            next &+= 1
+            property.value = next
+          }
+        }
+      })
+  case .evented:
+    let property = Property(0)
+    let subscription = property.map { $0 &* 2 }.observe { sink.add($0) }
+    var next = 0
+    return .success(
+      .onThisThread(sink: sink, deliveries: 1, keepAlive: [property, subscription]) { n in
+        for _ in 0..<n {
+          transaction {
+            for _ in 0..<10 {
+              next &+= 1
+              property.value = next
+            }
+          }
+        }
+      })
+  case .openCombine:
+    let subject = CurrentValueSubject<Int, Never>(0)
+    let cancellable = subject.map { $0 &* 2 }.sink { sink.add($0) }
+    var next = 0
+    return .success(
+      .onThisThread(sink: sink, deliveries: 10, keepAlive: [subject, cancellable]) { n in
+        for _ in 0..<n {
+          for _ in 0..<10 {
+            next &+= 1
+            subject.send(next)
+          }
         }
       })
   case .eventedActor, .notificationCenter, .observation, .asyncStream:

@@ -26,6 +26,9 @@ let workloads: [Workload] = [
   Workload(id: "W1t-plain", title: "write two values, combineLatest, 1 subscriber", unit: "ns/pair") {
     pairWriteBench($0, inTransaction: false)
   },
+  Workload(id: "W1t-10", title: "write one value ten times in a transaction, map, 1 subscriber", unit: "ns/ten") {
+    tenWritesBench($0)
+  },
   Workload(id: "W1r", title: "read an unchanged value through map", unit: "ns/read") {
     derivedReadBench($0, derived: true)
   },

@@ -201,7 +201,8 @@ struct Report {
     relative("W2-10k", to: "W2", [.evented: 1.2, .eventedActor: 1.2])
     relative("W3-100k", to: "W3", [.evented: 1.2, .eventedActor: 1.2])
     relative("W1d", to: "W1b", [.evented: 3])
-    relative("W1t", to: "W1t-plain", [.evented: 2.5])
+    relative("W1t", to: "W1t-plain", [.evented: 1])
+    relative("W1t-10", to: "W1c", [.evented: 3])
     relative("W1r", to: "W1r-plain", [.evented: 2])
     return checks
   }

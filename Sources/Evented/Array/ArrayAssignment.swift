@@ -96,7 +96,12 @@ extension ArrayProperty {
   @usableFromInline
   func assign(_ new: [Element]) {
     for _ in 0..<Self.assignmentAttempts {
-      let (base, version) = hub.storage.withLock { ($0.stored.share(), $0.stored.version) }
+      // Another thread's open transaction: diffed against what this thread reads, which
+      // is no longer stored once it commits (the commit then waits for its end).
+      let (base, version) = hub.storage.withLock { state in
+        state.hiddenElements().map { ($0, state.visibleVersion(to: .max, current: 0)) }
+          ?? (state.stored.share(), state.stored.version)
+      }
       let changes = assignment(base, new)
       if commitAssignment(of: new, changes: changes, ifStillAt: version) { return }
     }
@@ -124,15 +129,18 @@ extension ArrayProperty {
       token.unlock()
       return true
     }
-    let isTransactional = transactionsBegun.load(ordering: .relaxed) && store.pointee.noteArrayCommit(to: hub)
+    let write = HubState.arrayWrite(store, hub)
     // `new` is its caller's too: the store is shared. The old array is released after
     // unlocking.
     var old = new
     swap(&old, &store.pointee.stored.elements)
     store.pointee.stored.version &+= 1
     store.pointee.stored.exposure.state = .shared
-    if let recipients = store.pointee.recipientsOfCommit() {
-      let changeset = ArrayChangeset(changes: changes, array: new, isTransactional: isTransactional)
+    if let write {
+      write.changes.append(contentsOf: changes)
+      token.unlock()
+    } else if let recipients = store.pointee.recipientsOfCommit() {
+      let changeset = ArrayChangeset(changes: changes, array: new)
       hub.commit(token, to: consume recipients) { _ in changeset }
     } else {
       token.unlock()

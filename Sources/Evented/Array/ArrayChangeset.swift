@@ -64,11 +64,6 @@ public struct ArrayChangeset<Element> {
   public let changes: [ArrayChange<Element>]
   /// The array after the changes.
   public let array: [Element]
-  /// Whether the changes were committed inside a transaction: then a derived value
-  /// never takes them as a state of their own (Transaction.swift). Not part of the
-  /// changeset's value: equality and hashing ignore it.
-  @usableFromInline let isTransactional: Bool
-
   /// Creates a changeset.
   ///
   /// - Parameters:
@@ -76,15 +71,9 @@ public struct ArrayChangeset<Element> {
   ///     that change is applied.
   ///   - array: The array that applying `changes` to the previous array yields. The
   ///     summaries ``removals`` and ``insertions`` assume it is.
-  public init(changes: [ArrayChange<Element>], array: [Element]) {
-    self.init(changes: changes, array: array, isTransactional: false)
-  }
-
-  /// A changeset of a commit, made inside a transaction or not.
-  @inlinable init(changes: [ArrayChange<Element>], array: [Element], isTransactional: Bool) {
+  @inlinable public init(changes: [ArrayChange<Element>], array: [Element]) {
     self.changes = changes
     self.array = array
-    self.isTransactional = isTransactional
   }
 
   /// Applies ``changes`` in order to `array`.

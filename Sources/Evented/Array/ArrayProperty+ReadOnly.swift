@@ -107,13 +107,12 @@ final class ArrayRoot<Element: Sendable>: Root {
     let version = Atomic<UInt64>(0)
     let entry = RootEntry<ArrayChangeset<Element>>(node: node) { [self] owner, changeset in
       let committed = version.add(1, ordering: .relaxed).newValue
-      // A commit of a transaction is never a state of its own (Transaction.swift).
-      let isPartial = transactionsBegun.load(ordering: .relaxed) && changeset.isTransactional
-      Snapshot.ofCommit(of: self, version: committed, value: changeset.array, isPartial: isPartial) {
-        refresh(owner, $0)
-      }
+      Snapshot.ofCommit(of: self, version: committed, value: changeset.array) { refresh(owner, $0) }
     }
-    hub.subscribe(entry) { state in version.store(state.stored.version, ordering: .relaxed) }
+    // The version every other thread reads: an open transaction's commit counts one more.
+    hub.subscribe(entry) { state in
+      version.store(state.visibleVersion(to: .max, current: state.stored.version), ordering: .relaxed)
+    }
     return entry
   }
 }

@@ -109,7 +109,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   public var value: [Element] {
     get {
       registerAccess()
-      return hub.storage.withLock { $0.stored.share() }
+      return hub.storage.withLock { $0.hiddenElements() ?? $0.stored.share() }
     }
     set { assign(newValue) }
   }
@@ -118,14 +118,14 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @inlinable
   public var count: Int {
     registerAccess()
-    return hub.read { $0.elements.count }
+    return hub.storage.withLock { $0.hiddenElements()?.count ?? $0.stored.elements.count }
   }
 
   /// Whether the array is empty.
   @inlinable
   public var isEmpty: Bool {
     registerAccess()
-    return hub.read { $0.elements.isEmpty }
+    return hub.storage.withLock { $0.hiddenElements()?.isEmpty ?? $0.stored.elements.isEmpty }
   }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
@@ -136,8 +136,9 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   public subscript(index: Int) -> Element {
     get {
       registerAccess()
-      let element = hub.read { store -> Element? in
-        index >= 0 && index < store.elements.count ? store.elements[index] : nil
+      let element = hub.storage.withLock { state -> Element? in
+        let elements = state.hiddenElements() ?? state.stored.elements
+        return index >= 0 && index < elements.count ? elements[index] : nil
       }
       guard let element else { badInput("[\(index)]", count: count) }
       return element
@@ -158,7 +159,10 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     // lock's own, an append needs neither a batch nor a changeset.
     let token = hub.lockForCommit()
     let store = token.state
-    if transactionsBegun.load(ordering: .relaxed) { store.pointee.noteArrayCommit(to: hub) }
+    if transactionsBegun.load(ordering: .relaxed) && DeliveringThread.existing?.pointee.transaction != nil {
+      token.unlock()
+      return perform("append(_:)", .none) { $0.append(element) }
+    }
     if store.pointee.recipientsOfCommit() == nil && store.pointee.prepareInPlace() {
       store.pointee.stored.elements.append(element)
       store.pointee.stored.version &+= 1

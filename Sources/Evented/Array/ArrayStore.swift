@@ -153,10 +153,12 @@ extension ArrayProperty {
     // Nobody can subscribe or cancel while the lock is held: the recipients found now
     // are those of the commit.
     let recipients = store.pointee.recipientsOfCommit()
-    let isTransactional = transactionsBegun.load(ordering: .relaxed) && store.pointee.noteArrayCommit(to: hub)
+    // Inside a transaction, the changes are kept for its one changeset (TransactionWrites.swift).
+    let write = HubState.arrayWrite(store, hub)
     let inPlace = store.pointee.prepareInPlace()
     var batch = Batch(
-      taking: &store.pointee.stored, inPlace: inPlace, isUserBatch: isUserBatch, hasRecipients: recipients != nil)
+      taking: &store.pointee.stored, inPlace: inPlace, isUserBatch: isUserBatch,
+      hasRecipients: recipients != nil || write != nil)
     let outcome: Outcome
     do throws(Failure) {
       outcome = try body(&batch)
@@ -167,10 +169,11 @@ extension ArrayProperty {
       throw error
     }
     let leftover = batch.finish(into: &store.pointee.stored)
-    if leftover.changed, let recipients {
-      let changeset = ArrayChangeset(
-        changes: leftover.changes, array: store.pointee.stored.share(with: recipients),
-        isTransactional: isTransactional)
+    if let write {
+      if leftover.changed { write.changes.append(contentsOf: leftover.changes) }
+      token.unlock()
+    } else if leftover.changed, let recipients {
+      let changeset = ArrayChangeset(changes: leftover.changes, array: store.pointee.stored.share(with: recipients))
       hub.commit(token, to: consume recipients) { _ in changeset }
     } else {
       token.unlock()
@@ -259,17 +262,5 @@ extension ArrayProperty.Batch {
     replaced = current
     current = copy
     mustCopy = false
-  }
-}
-
-extension HubState {
-  /// Records a commit about to be made to an array, for transactions
-  /// (Transaction.swift): the first write of a transaction keeps the array as it was,
-  /// shared, so that the write copies it instead of changing it in place.
-  ///
-  /// - Returns: Whether the commit is made inside a transaction.
-  @discardableResult @inlinable mutating func noteArrayCommit<Element: Sendable>(to hub: Hub<Message, Stored>) -> Bool
-  where Stored == ArrayStore<Element> {
-    noteCommit(to: hub, at: stored.version) { $0.stored.share() }
   }
 }

@@ -90,12 +90,11 @@ extension DerivedProperty: ObservedNode {
     _ = hub.liveCount
   }
 
-  @usableFromInline func observerEnded() {
-    unlinkIfUnobserved()
+  @usableFromInline func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool {
+    hub.storage.withLock { _ in delivered.entries.contains { $0.identity == identity && $0.version >= version } }
   }
 
-  @usableFromInline func refreshLatest() {
-    guard links.withLock({ $0.isLinked }) else { return }
-    refreshing(self)
+  @usableFromInline func observerEnded() {
+    unlinkIfUnobserved()
   }
 }

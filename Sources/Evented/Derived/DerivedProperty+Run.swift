@@ -18,14 +18,12 @@ import Synchronization
 
 extension DerivedProperty {
   /// Runs the node for the commit of `snapshot`, the only root pinned there
-  /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``), which is recycled here.
+  /// (``Snapshot/ofCommit(of:version:value:_:)``), which is recycled here.
   /// Runs in the root's delivery.
   @inlinable func refresh(commit snapshot: Snapshot) {
-    if !snapshot.commit.isPartial {
-      // Each step in a frame of its own for a large value (Parcel.swift), so that the
-      // value computed here is off the stack while the next step runs.
-      if Self.isLarge ? publishCommitApart(snapshot) : publishCommit(snapshot) { return }
-    }
+    // Each step in a frame of its own for a large value (Parcel.swift), so that the
+    // value computed here is off the stack while the next step runs.
+    if Self.isLarge ? publishCommitApart(snapshot) : publishCommit(snapshot) { return }
     if Self.isLarge { return refreshApart(reusing: snapshot) }
     refresh(reusing: snapshot, inPass: true)
   }
@@ -34,13 +32,19 @@ extension DerivedProperty {
   @inlinable static var isLarge: Bool { MemoryLayout<Value>.size > largeMessageSize }
 
   /// Publishes the state the commit of `snapshot` made, if the value reads nothing else
-  /// or the other roots it reads are at their versions in the state delivered last.
+  /// or the other roots it reads are at their versions in the state delivered last;
+  /// else the state it read, if every root it read is still at the version read (the
+  /// commit is the latest of its root, and the others held with it at one instant:
+  /// the latest consistent state, as a new snapshot would take).
   ///
   /// - Returns: false if that state may never have existed: then the snapshot is the
   ///   caller's still.
   @inlinable func publishCommit(_ snapshot: Snapshot) -> Bool {
     let (value, reads) = evaluateRecording(in: snapshot)
-    guard snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(reads, snapshot.commit) else {
+    guard
+      snapshot.pins.count == 1 || Self.plantedUsesDeliveredValue || extendsDelivered(reads, snapshot.commit)
+        || snapshot.isConsistent
+    else {
       return false
     }
     // Returned to the thread before the node's observers, delivered below, run: so that
@@ -163,7 +167,9 @@ extension DerivedProperty {
   /// delivery cannot wait inside it.
   @inlinable func commitState(_ token: consuming Hub<Update<Value>, Value>.Token, _ value: Value, inPass: Bool) {
     let owesRoom = token.state.pointee.core?.pointee.pressure?.isFull == true
-    if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass) { hub.scanForDeadOwners() }
+    if !hub.change(token, to: value, isDuplicate: isDuplicate, inPass: inPass, isSource: false) {
+      hub.scanForDeadOwners()
+    }
     if owesRoom { DeliveringThread.owe(hub.storage) }
   }
 

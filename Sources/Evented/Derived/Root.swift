@@ -27,7 +27,7 @@ protocol Root: AnyObject, Sendable {
   func sweep()
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
-  /// (``Snapshot/ofCommit(of:version:value:isPartial:_:)``).
+  /// (``Snapshot/ofCommit(of:version:value:_:)``).
   func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore
@@ -134,13 +134,19 @@ extension HubRoot where Message == Update<Stored> {
     // subscription, in commit order: counting them gives each one's version.
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, update in
-      // A commit of a transaction is never a state of its own (Transaction.swift).
-      let isPartial = transactionsBegun.load(ordering: .relaxed) && update.isTransactional
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self, weak node] owner, update in
       let committed = version.add(1, ordering: .relaxed).newValue
-      Snapshot.ofCommit(of: self, version: committed, value: update.new, isPartial: isPartial) { refresh(owner, $0) }
+      // A transaction's commits are visible together: the state another of them made the
+      // node deliver may hold this one already.
+      if update.isFromTransaction, let node, node.hasDelivered(identity, at: committed) {
+        return
+      }
+      Snapshot.ofCommit(of: self, version: committed, value: update.new) { refresh(owner, $0) }
     }
-    hub.subscribe(entry) { state in version.store(state.version, ordering: .relaxed) }
+    // The version every other thread reads: an open transaction's commit counts one more.
+    hub.subscribe(entry) { state in
+      version.store(state.visibleVersion(to: .max, current: state.version), ordering: .relaxed)
+    }
     return entry
   }
 }

@@ -40,15 +40,12 @@ final class Snapshot {
     @usableFromInline let identity: ObjectIdentifier
     @usableFromInline let version: UInt64
     @usableFromInline let value: any Sendable
-    /// A commit made inside a transaction: not a state of its own.
-    @usableFromInline let isPartial: Bool
 
-    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable, isPartial: Bool = false) {
+    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable) {
       self.root = root
       identity = root.identity
       self.version = version
       self.value = value
-      self.isPartial = isPartial
     }
   }
 
@@ -221,15 +218,15 @@ final class Snapshot {
   /// Runs `body` with a snapshot whose one pin is a commit of `root`: its `version`
   /// and committed `value`. `body` takes the snapshot over: it recycles it once done.
   @inlinable static func ofCommit(
-    of root: any Root, version: UInt64, value: consuming any Sendable, isPartial: Bool, _ body: (Snapshot) -> Void
+    of root: any Root, version: UInt64, value: consuming any Sendable, _ body: (Snapshot) -> Void
   ) {
     let snapshot = make()
-    snapshot.pins.append(Pin(root: root, version: version, value: value, isPartial: isPartial))
+    snapshot.pins.append(Pin(root: root, version: version, value: value))
     snapshot.pinnedRoots.append(root)
     body(snapshot)
   }
 
-  /// The commit of a snapshot made by ``ofCommit(of:version:value:isPartial:_:)``.
+  /// The commit of a snapshot made by ``ofCommit(of:version:value:_:)``.
   @inlinable var commit: Pin {
     _read { yield pins[0] }
   }

@@ -48,6 +48,8 @@ struct DeliveringState {
   @usableFromInline var owedRoom: [any OwedRoom] = []
   /// The transaction the thread is inside, if any (Transaction.swift).
   @usableFromInline var transaction: RunningTransaction?
+  /// The bookkeeping of the thread's last transaction, kept for its next one.
+  @usableFromInline var spareTransaction: RunningTransaction?
   /// Derived values and derived event sources whose release a deinit on this thread
   /// postponed (``DeliveringThread/tearDown(_:)``).
   @usableFromInline var teardown: [AnyObject] = []

@@ -55,6 +55,9 @@
       /// An observed derived value delivers every state it computes, also one that is
       /// not later than the state it delivered last: a state computed late, or twice.
       case derivedDeliversStaleState = 8
+      /// A transaction that throws leaves its writes in place instead of restoring the
+      /// state from before it: other threads then see what it rolled back.
+      case rolledBackWriteLeftVisible = 9
     }
 
     /// The bug planted now, if any.
@@ -86,6 +89,9 @@
     @usableFromInline static var threadIDAcrossAwait: Bool { FaultInjection.isPlanted(.threadIDAcrossAwait) }
     @usableFromInline static var derivedDeliversStaleState: Bool {
       FaultInjection.isPlanted(.derivedDeliversStaleState)
+    }
+    @usableFromInline static var rolledBackWriteLeftVisible: Bool {
+      FaultInjection.isPlanted(.rolledBackWriteLeftVisible)
     }
   }
 

@@ -12,12 +12,14 @@ extension Hub {
   /// `isDuplicate` is user code run under the lock (an `==`). The old value is
   /// released after unlocking. `inPass` marks a derived value's commit made by the
   /// delivery of one of its roots (see ``deliverInsideFrame(_:core:thread:inPass:)``).
+  /// Inside a transaction, a source's write (`isSource`) is kept for the transaction's
+  /// commit instead (Transaction.swift); a derived value's commit never is.
   ///
   /// - Returns: false if `next` was a duplicate and nothing changed.
   @inlinable @discardableResult
   func change(
     _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?,
-    inPass: Bool = false
+    inPass: Bool = false, isSource: Bool = true
   ) -> Bool where Message == Update<Stored> {
     // The stored value is reached as an `inout` argument throughout, so that unoptimized
     // builds pass it by address instead of copying it to the stack.
@@ -25,12 +27,11 @@ extension Hub {
       token.unlock()
       return false
     }
-    let isTransactional: Bool
-    if transactionsBegun.load(ordering: .relaxed) {
-      isTransactional = token.state.pointee.noteCommit(to: self)
-      HubState.publishHiding(token.state)
-    } else {
-      isTransactional = false
+    if isSource, transactionsBegun.load(ordering: .relaxed),
+      let running = DeliveringThread.existing?.pointee.transaction
+    {
+      writeInTransaction(token, next, running, isDuplicate: isDuplicate)
+      return true
     }
     HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
@@ -41,9 +42,49 @@ extension Hub {
     }
     commit(token, to: consume recipients, inPass: inPass) { stored in
       defer { stored = next }
-      return Update(old: stored, new: next, isInitial: false, isTransactional: isTransactional)
+      return Update(old: stored, new: next, isInitial: false)
     }
     return true
+  }
+
+  /// Stores `next` for the running transaction: the first write keeps the state before
+  /// it in a record, which other threads read meanwhile, and counts one change; later
+  /// ones save the state for a nested transaction's rollback. Commits nothing; takes
+  /// over the caller's lock.
+  @inlinable @inline(never)
+  func writeInTransaction(
+    _ token: consuming Token, _ next: Stored, _ running: RunningTransaction,
+    isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
+  ) where Message == Update<Stored> {
+    let state = token.state
+    if let record = running.record(of: ObjectIdentifier(storage)) {
+      if running.rewrite(record) {
+        let current = state.pointee.stored
+        running.save { [self] in
+          let old = storage.withLock { Self.replace(&$0.stored, with: current) }
+          withExtendedLifetime(old) {}
+        }
+      }
+    } else {
+      let record = PropertyWrite(
+        self, running.mark, earlier: state.pointee.stored, earlierVersion: state.pointee.version,
+        isDuplicate: isDuplicate)
+      state.pointee.existingCore().pointee.transaction = record
+      HubState.storeVersion(state, (state.pointee.version &+ 1) | versionMayHideBit)
+      running.add(record)
+    }
+    let old = Self.replace(&state.pointee.stored, with: next)
+    token.unlock()
+    withExtendedLifetime(old) {}
+  }
+
+  /// The value the calling thread reads: the one before an open transaction of another
+  /// thread that wrote it, else the stored one.
+  @inlinable func readVisible() -> Stored where Message == Update<Stored> {
+    storage.withLock { state in
+      if let record = state.hidingRecord { return unsafeDowncast(record, to: PropertyWrite<Stored>.self).earlierValue }
+      return state.stored
+    }
   }
 
   @inlinable @inline(__always)

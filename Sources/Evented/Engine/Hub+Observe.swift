@@ -171,9 +171,9 @@ protocol ObservedNode: AnyObject, Sendable {
   /// Removes the node's subscriptions that ended or whose owner died, and releases
   /// them. Call with no lock held.
   func sweepObservers()
-  /// Commits the latest state of the node's roots, if it is later than the one it
-  /// delivered last (for the end of a transaction). Call with no lock held.
-  func refreshLatest()
+  /// Whether the state the node delivered last read the root `identity` at `version`
+  /// or later. Takes the node's lock.
+  func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool
   /// Called when an observer's handler is released: stops following the roots if no
   /// observer is left or arriving, so that a lazy root stops at the last `cancel()`.
   /// Call with no lock held.

@@ -10,15 +10,24 @@ extension Hub {
   /// arrival order, until the backlog has room.
   @inlinable @inline(never)
   func waitForRoom(_ token: consuming Token) -> Token {
-    guard !DeliveringThread.isDelivering else { return token }
-    if let pressure = token.state.pointee.core.unsafelyUnwrapped.pointee.pressure, pressure.isFull {
-      // A queue's handler may need this lock to return (to read the value), so the wait
-      // for the queue is made without it.
-      token.unlock()
-      pressure.waitForRoom()
-      token = storage.lock()
+    // Also waits, first and after any wait that released the lock, while an open
+    // transaction of another thread holds the source (Transaction.swift): even a thread
+    // that delivers waits for that, as the transaction never waits for it.
+    while true {
+      if token.state.pointee.core.unsafelyUnwrapped.pointee.transaction != nil { token = waitForTransaction(token) }
+      let core = token.state.pointee.core.unsafelyUnwrapped
+      guard !DeliveringThread.isDelivering, core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
+      else { return token }
+      if let pressure = core.pointee.pressure, pressure.isFull {
+        // A queue's handler may need this lock to return (to read the value), so the wait
+        // for the queue is made without it.
+        token.unlock()
+        pressure.waitForRoom()
+        token = storage.lock()
+      }
+      token = waitInLine(token)
+      if token.state.pointee.core.unsafelyUnwrapped.pointee.transaction == nil { return token }
     }
-    return waitInLine(token)
   }
 
   /// Waits, in arrival order, until the backlog has room.

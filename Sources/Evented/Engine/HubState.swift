@@ -23,7 +23,7 @@ struct HubState<Message: Sendable, Stored> {
   /// know whether its inputs moved, Snapshot.swift), with ``mayHideBit`` set while an
   /// open transaction may hide them from other threads. Read under the lock through
   /// ``version``, or loaded without it through ``Hub/versionWord``; so written only as
-  /// an atomic reached by address (``countCommit(_:)``, ``publishHiding(_:)``), never
+  /// an atomic reached by address (``countCommit(_:)``, ``storeVersion(_:_:)``), never
   /// by an `inout` access, which Thread Sanitizer counts as a plain write of the first
   /// byte it reaches. So it is not the first field: a `mutating` call on the state, or
   /// an `inout` access to a zero-sized `stored`, reaches the state's first byte.
@@ -37,8 +37,8 @@ struct HubState<Message: Sendable, Stored> {
   /// The number of changes committed to `stored`.
   @inlinable var version: UInt64 { versionBits & ~Self.mayHideBit }
 
-  /// Set in ``versionBits`` from a transaction's first write to the source until the
-  /// end of the last open transaction that wrote it: a thread that loads the version
+  /// Set in ``versionBits`` from a transaction's first write to the source until it
+  /// ends: a thread that loads the version
   /// without the lock and finds it set must read it under the lock instead, where the
   /// transaction's record decides what the thread sees (Transaction.swift).
   @inlinable static var mayHideBit: UInt64 { versionMayHideBit }
@@ -49,14 +49,6 @@ struct HubState<Message: Sendable, Stored> {
   @inlinable @inline(__always) static func countCommit(_ state: UnsafeMutablePointer<HubState>) {
     let next = state.pointee.versionBits &+ 1
     versionWord(of: state).pointee.store(next, ordering: .releasing)
-  }
-
-  /// Sets ``mayHideBit`` of `state`, locked, if an open transaction wrote the source;
-  /// clears it otherwise.
-  @inlinable static func publishHiding(_ state: UnsafeMutablePointer<HubState>) {
-    let isHiding = state.pointee.core?.pointee.transaction?.isOpen ?? false
-    let bits = state.pointee.version | (isHiding ? mayHideBit : 0)
-    if bits != state.pointee.versionBits { versionWord(of: state).pointee.store(bits, ordering: .releasing) }
   }
 
   /// The ``versionBits`` of `state`, as the atomic they are written as.
@@ -98,10 +90,12 @@ struct HubState<Message: Sendable, Stored> {
   // The two members below are `mutating` although they change nothing: so `self` is
   // passed by address, and unoptimized builds do not copy the stored value to call them.
 
-  /// Whether a committing thread that may wait must check for room first.
+  /// Whether a committing thread that may wait must check for room first, or for the
+  /// end of a transaction that holds the source.
   @inlinable @inline(__always) mutating func mayHaveToWait() -> Bool {
     guard let core else { return false }
     return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
+      || core.pointee.transaction.map { $0.mark.owner != currentThreadID() } == true
   }
 
   /// The recipients of a commit now: every current subscription; nil if there is none.
@@ -148,7 +142,7 @@ struct HubCore<Message: Sendable>: ~Copyable {
   @usableFromInline var pressure: QueuePressure?
   /// The hooks of a lazy event source, which makes its core at once (LazyHooks.swift).
   @usableFromInline var lazy: LazyHooks?
-  /// The transactions that wrote this property, if any (Transaction.swift).
+  /// The open transaction that wrote this property or array, if any (Transaction.swift).
   @usableFromInline var transaction: TransactionRecord?
 
   /// Allocates a core; `free` it with its source.

@@ -28,12 +28,16 @@ final class LockCycles: @unchecked Sendable {
     /// The return of a handler running on `runner`. The waiting thread holds `core`,
     /// so removing the edge never releases it.
     case handler(SubscriptionCore, runner: UInt)
+    /// The end of an open transaction, to write what it wrote (`wanting`) or to begin
+    /// one (Transaction.swift).
+    case transaction(OpenTransaction, wanting: String)
 
     /// The thread that must move for this wait to end, or 0 if none.
     var holder: UInt {
       switch self {
       case .lock(let cell, _): cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
       case .handler(let core, let runner): core.runner == runner ? runner : 0
+      case .transaction(let open, _): open.isHeld.load(ordering: .acquiring) ? open.owner : 0
       }
     }
   }
@@ -62,6 +66,15 @@ final class LockCycles: @unchecked Sendable {
     startWaiting(me, .handler(core, runner: runner))
   }
 
+  /// Registers that `me` waits for the end of `open` to do what `wanting` says; stops
+  /// with a message if that closes a cycle of waits.
+  ///
+  /// - Precondition: Called by the thread `me`, which must call ``stopWaiting(_:)``
+  ///   once its wait ends.
+  func startWaiting(_ me: UInt, forTransaction open: OpenTransaction, wanting: String) {
+    startWaiting(me, .transaction(open, wanting: wanting))
+  }
+
   private func startWaiting(_ me: UInt, _ wait: Wait) {
     let cycle: [Wait]? = mutex.withLock {
       waits[me] = wait
@@ -78,12 +91,15 @@ final class LockCycles: @unchecked Sendable {
     guard let cycle else { return }
     var locks: [String] = []
     var waitsForAHandler = false
+    var transactionWaits: [String] = []
     for step in cycle {
       switch step {
       case .lock(_, let guarding): locks.append(guarding)
       case .handler: waitsForAHandler = true
+      case .transaction(_, let wanting): transactionWaits.append(wanting)
       }
     }
+    if !transactionWaits.isEmpty { transactionCycle(locks: locks, wanting: transactionWaits) }
     // Handlers waiting for each other's cancels, with no lock in between, are
     // `WaitRoom`'s to resolve (it returns without waiting).
     if locks.isEmpty { return }
@@ -126,6 +142,20 @@ func handlerCycle(locks: [String]) -> Never {
     that this section holds: waiting for the handler would deadlock. A property's \
     `modify` closure and the `==` used to skip duplicates run under the property's lock: \
     cancel subscriptions after `modify` returns.
+    """)
+}
+
+@inline(never)
+func transactionCycle(locks: [String], wanting: [String]) -> Never {
+  let held = locks.isEmpty ? "a source" : locks.joined(separator: " and ")
+  fatalError(
+    """
+    Evented: a transaction and a locked section wait for each other, which would \
+    deadlock: a thread waits for the open transaction to end (\(wanting.joined(separator: "; "))) \
+    while holding the lock of \(held), which the transaction's thread waits for. A \
+    property's `modify` closure and the `==` used to skip duplicates run under the \
+    property's lock: write to sources a transaction may write, and begin transactions, \
+    after `modify` returns.
     """)
 }
 

@@ -1,34 +1,42 @@
-// Transactions: writes to several sources from one thread, seen whole by every derived
-// value.
+// Transactions: atomic, one commit per source, serializable, rolled back on a throw.
 //
-// - While a thread is inside `transaction { }` it counts as delivering
-//   (DeliveringThread.swift): its writes commit at once, never wait for room, and their
-//   deliveries are postponed until the outermost transaction ends.
-// - The first write of an open transaction to a property records, in the property's
-//   core, the value and version it had before (`TransactionRecord`). While any
-//   transaction that wrote the property is open, every other thread's snapshot
-//   (Snapshot.swift) reads that earlier state; the writing thread reads its own writes.
-//   Ending the transaction closes its `OpenTransaction` with one atomic store, which
-//   makes all its writes visible to snapshots at once.
-// - Then the transaction refreshes every derived value that follows a property it
-//   wrote, from the now whole state; the deliveries of its commits that reach those
-//   values afterwards (or reached them before, on another thread) find no later state
-//   and deliver nothing. A commit made inside a transaction is never computed as the
-//   state it made alone (the one-root shortcuts of Root.swift): its message says it
-//   was made inside one (`Update.isTransactional`, `ArrayChangeset.isTransactional`),
-//   decided under the lock as it is committed, however late it is delivered.
-// - A write made by a thread outside the transaction to a property the transaction
-//   wrote ends the hiding for that property at once, so that the writing thread reads
-//   its own write through every derived value.
-// - A derived value with one root loads the root's version without the lock
-//   (`DerivedProperty.singleVersion`) unless the version carries
-//   `HubState.mayHideBit`, set under the lock from a transaction's first write to the
-//   source until the end of the last open transaction that wrote it; then it reads
-//   the version under the lock, where the record decides.
-// - A derived value made, or observed for the first time, inside a transaction that
-//   wrote one of its roots takes the state every other thread sees (a snapshot as
-//   `Snapshot.Reader.outsider`), never this thread's view, which holds part of the
-//   transaction.
+// The shape, chosen for being the simplest that is sound (Transactions.md, "How it
+// works, and why this shape"):
+//
+// - One transaction at a time. The outermost `transaction { }` holds the process's
+//   transaction token (`TransactionToken`) for its closure; a nested one on the same
+//   thread is part of it. Transactions therefore run one after another: serializable
+//   among themselves, reads included (no write skew), and never in a cycle of waits
+//   with each other.
+// - A transaction owns what it writes, not by the source's lock (user code never runs
+//   under a lock) but by a record in the source's core (`TransactionRecord`). The
+//   first write keeps the source's value and version from before; the writes are made
+//   in place, under the source's lock, and counted as one change (the version moves
+//   once per transaction). Every other thread reads the state from before the
+//   transaction (a property's or an array's `value`, every snapshot of a derived
+//   value: `HubState.visible(to:)`); the transaction's thread reads its own writes.
+//   A version word carries `HubState.mayHideBit` meanwhile, so that a derived value
+//   that loads it without the lock reads it under the lock, where the record decides.
+// - A write from another thread to a source the open transaction wrote (plain,
+//   `modify`, a batch) waits, before touching it, until the transaction has ended
+//   (`Hub.waitForTransaction`, TransactionToken.swift). Event sources hold no state: events sent inside a
+//   transaction are kept and sent when it commits; other threads' events go through.
+// - Nothing is committed to a subscriber while the transaction runs. When the
+//   outermost one returns, its thread settles every source (an unchanged or equal
+//   final value commits nothing), then makes every write visible at once with one
+//   atomic store (`OpenTransaction.isOpen`): a consistent snapshot that pinned a
+//   source before the store finds its version moved when it re-checks, and takes the
+//   snapshot again. Then it commits each source once (a property: one change from the
+//   value before the transaction; an array: one changeset of every change in order;
+//   an event source: each event sent), in the order of their first writes, releases
+//   the token, and delivers, as the end of a delivery frame does (DeliveringThread.swift).
+// - If the closure throws, the sources get their values and versions from before back
+//   while every other thread still reads those, and nothing is committed: no thread
+//   ever saw the discarded writes. A nested transaction that throws restores what it
+//   changed (`Savepoint`) and drops the events it sent; the enclosing one goes on.
+// - A thread that waits for the transaction (to write, or to begin one) while holding
+//   a source's lock that the transaction's thread waits for would never wake: the wait
+//   is registered in LockCycles.swift, which stops the program with a message instead.
 
 import Synchronization
 
@@ -36,82 +44,178 @@ import Synchronization
 /// not look for the calling thread's transaction.
 @usableFromInline let transactionsBegun = Atomic<Bool>(false)
 
-/// One outermost transaction: open until its closure returns or throws.
+/// One outermost transaction.
 @usableFromInline
 final class OpenTransaction: Sendable {
   /// The thread running the transaction.
   @usableFromInline let owner: UInt
+  /// Whether other threads read the state from before the transaction: cleared once,
+  /// when it commits or rolls back, which makes all of it visible at once.
   @usableFromInline let isOpen = Atomic<Bool>(true)
+  /// Whether it holds the transaction token: cleared after its commits are made, which
+  /// lets the writers waiting for it go on.
+  @usableFromInline let isHeld = Atomic<Bool>(true)
 
   @usableFromInline init(owner: UInt) {
     self.owner = owner
   }
 }
 
-/// What a property's core keeps about the transactions that wrote it. Guarded by the
-/// property's lock.
+/// A step of the running transaction, carried out when it commits: a source it wrote,
+/// or an event it sent.
 @usableFromInline
-final class TransactionRecord {
-  /// The transactions that wrote the property since the record was made.
-  @usableFromInline @exclusivity(unchecked) var marks: [OpenTransaction]
-  /// The version and value before the first of them wrote; the value is dropped once
-  /// they have all ended.
+class TransactionStep {
+  @usableFromInline init() {}
+
+  /// Before the writes become visible: settles what to commit. Does nothing for an
+  /// event.
+  @usableFromInline func settle() {}
+
+  /// After the writes became visible: commits the step (or, after a rollback, only
+  /// ends the source's record).
+  @usableFromInline func commit() {}
+
+  /// Restores the state from before the transaction, which other threads still read.
+  @usableFromInline func rollBack() {}
+}
+
+/// A source written by the open transaction: kept in the source's core while the
+/// transaction runs, where it decides what other threads read. Its fields are guarded by
+/// the source's lock, except the ones set once at the first write.
+@usableFromInline
+class TransactionRecord: TransactionStep {
+  @usableFromInline let mark: OpenTransaction
+  /// The identity of the source's hub storage.
+  @usableFromInline let key: ObjectIdentifier
+  /// The version before the transaction.
   @usableFromInline let earlierVersion: UInt64
-  @usableFromInline @exclusivity(unchecked) var earlierValue: (any Sendable)?
-  /// Set by a write from outside the transactions: the earlier state is no longer
-  /// shown to anyone.
-  @usableFromInline @exclusivity(unchecked) var isRevealed = false
+  /// Nothing to commit: a nested rollback or the end restored the state from before.
+  @usableFromInline @exclusivity(unchecked) var isUndone = false
+  /// Where the record stands in the transaction's steps.
+  @usableFromInline @exclusivity(unchecked) var index = 0
 
-  @usableFromInline init(_ mark: OpenTransaction, earlierVersion: UInt64, earlierValue: any Sendable) {
-    marks = [mark]
+  @usableFromInline init(_ mark: OpenTransaction, key: ObjectIdentifier, earlierVersion: UInt64) {
+    self.mark = mark
+    self.key = key
     self.earlierVersion = earlierVersion
-    self.earlierValue = earlierValue
   }
 
-  /// Whether a transaction of `marks` is still open.
-  @usableFromInline var isOpen: Bool {
-    marks.contains { $0.isOpen.load(ordering: .acquiring) }
-  }
+  /// The value before the transaction, for a snapshot (Snapshot.swift).
+  @usableFromInline var earlier: any Sendable { fatalError("Evented: a record without a value") }
 
-  /// Whether the thread `me` must read the earlier state: a transaction that wrote is
-  /// open, and it is not one of `me`'s.
-  @usableFromInline func hides(from me: UInt) -> Bool {
+  /// Whether the thread `me` reads the state from before the transaction: it is open,
+  /// and it is not `me`'s.
+  @inlinable func hides(from me: UInt) -> Bool {
     #if FaultInjection
       if Planted.transactionSeenInPart { return false }
     #endif
-    if isRevealed { return false }
-    var open = false
-    for mark in marks where mark.isOpen.load(ordering: .acquiring) {
-      if mark.owner == me { return false }
-      open = true
-    }
-    return open
+    return mark.owner != me && mark.isOpen.load(ordering: .acquiring)
+  }
+
+  /// Whether a thread other than `me` must wait for the transaction before writing.
+  @inlinable func isHeld(against me: UInt) -> Bool {
+    mark.owner != me && mark.isHeld.load(ordering: .acquiring)
   }
 }
 
-/// A source written by the running transaction, to settle when it ends.
+/// A nested transaction's start: what to restore if it throws.
 @usableFromInline
-protocol TransactionSource: AnyObject {
-  /// Drops the earlier value kept for the transaction and returns the derived values
-  /// that follow the source, to refresh.
-  func endTransaction() -> [any ObservedNode]
+struct Savepoint {
+  /// The number of steps when it began.
+  @usableFromInline let steps: Int
+  /// Puts back the sources written before it began, as they were then.
+  @usableFromInline var undo: [() -> Void] = []
+  /// The sources saved in `undo`.
+  @usableFromInline var saved: Set<ObjectIdentifier> = []
+
+  @usableFromInline init(steps: Int) {
+    self.steps = steps
+  }
 }
 
 /// The running transaction's own bookkeeping, kept by its thread.
 @usableFromInline
 final class RunningTransaction {
-  @usableFromInline let mark: OpenTransaction
-  /// The sources it wrote, each once, by the identity of their hub's storage.
-  @usableFromInline @exclusivity(unchecked) var written = IdentityList<any TransactionSource>()
+  /// The transaction; its thread's last one, ended, while this waits as its spare.
+  @usableFromInline var mark: OpenTransaction
+  /// The sources written, by the identity of their hub's storage, and the events sent,
+  /// in order.
+  @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
+  @usableFromInline @exclusivity(unchecked) var written = IdentityList()
+  /// One per open nested transaction.
+  @usableFromInline @exclusivity(unchecked) var savepoints: [Savepoint] = []
 
   @usableFromInline init(_ mark: OpenTransaction) {
     self.mark = mark
   }
+
+  /// The record found last by ``record(of:)``: a transaction often writes one source
+  /// several times in a row.
+  @usableFromInline @exclusivity(unchecked) var lastFound: TransactionRecord?
+
+  /// The record of the source `key` written by this transaction, if any.
+  @inlinable func record(of key: ObjectIdentifier) -> TransactionRecord? {
+    if let lastFound, lastFound.key == key { return lastFound }
+    guard let index = written.index(of: key) else { return nil }
+    let found = unsafeDowncast(steps[index], to: TransactionRecord.self)
+    lastFound = found
+    return found
+  }
+
+  /// Adds the first write of the source of `record`.
+  @inlinable func add(_ record: TransactionRecord) {
+    record.index = steps.count
+    written.insert(record.key, at: steps.count)
+    steps.append(record)
+  }
+
+  /// Adds an event to send when the transaction commits.
+  @inlinable func add(_ event: TransactionStep) {
+    steps.append(event)
+  }
+
+  /// Notes a later write to the source of `record`; called under its lock, before the
+  /// write.
+  ///
+  /// - Returns: Whether the innermost nested transaction must save the source's state
+  ///   (``save(_:)``): this is its first write there, and the source was written before.
+  @inlinable func rewrite(_ record: TransactionRecord) -> Bool {
+    record.isUndone = false
+    guard !savepoints.isEmpty else { return false }
+    let last = savepoints.count - 1
+    return record.index < savepoints[last].steps && savepoints[last].saved.insert(record.key).inserted
+  }
+
+  /// Keeps `undo`, which puts a source back as it is now, for the innermost nested
+  /// transaction's rollback.
+  @inlinable func save(_ undo: @escaping () -> Void) {
+    savepoints[savepoints.count - 1].undo.append(undo)
+  }
+
+  /// Undoes what the innermost nested transaction did.
+  @usableFromInline func rollBackNested() {
+    let savepoint = savepoints.removeLast()
+    for undo in savepoint.undo.reversed() { undo() }
+    var kept = Array(steps[..<savepoint.steps])
+    for step in steps[savepoint.steps...].reversed() {
+      guard let record = step as? TransactionRecord else { continue }  // an event: dropped
+      record.rollBack()
+      record.isUndone = true
+    }
+    for step in steps[savepoint.steps...] {
+      guard let record = step as? TransactionRecord else { continue }
+      record.index = kept.count
+      kept.append(record)
+    }
+    steps = kept
+    lastFound = nil
+    written.reindex(steps.map { ($0 as? TransactionRecord)?.key })
+  }
 }
 
-/// Runs `body` as one step: its writes to any number of properties, arrays and event
-/// sources commit at once on this thread, and no observer of a derived value, on any
-/// thread, ever receives a state that contains only part of them.
+/// Runs `body` as one transaction: its writes to any number of properties, arrays and
+/// event sources become visible to every other thread at once when it returns, each
+/// source committing once; if it throws, none of them is ever seen.
 ///
 /// ```swift
 /// transaction {
@@ -124,176 +228,140 @@ final class RunningTransaction {
 /// - Parameter body: The writes. It may read, write, send, subscribe and cancel.
 ///   Transactions nest: an inner one is part of the outermost.
 /// - Returns: What `body` returns.
-/// - Throws: What `body` throws. This is not a rollback: what `body` wrote before
-///   throwing stays written, ends the transaction and is delivered.
+/// - Throws: What `body` throws, after rolling back: every source keeps the state it
+///   had before, and nothing is delivered. A nested transaction that throws rolls back
+///   only its own writes; the enclosing one goes on if it catches the error.
 ///
 /// ## Concurrency
 ///
-/// - **Thread safety:** May be called from any thread, also from a handler.
-/// - **Ordering:** Each source's observers still receive each of its commits in commit
-///   order, after the outermost transaction ends (unless another thread was already
-///   delivering for that source: then that thread may deliver them sooner). Derived
-///   values see the transaction whole: an observer of `x.combineLatest(y)` whose `x` and
-///   `y` are both written receives one update with both. The writing thread reads its
-///   own writes at once, also through derived values. Other threads reading a derived
-///   `value` see all of it or none of it; reading a property's own `value` may see
-///   some writes and not others (no read isolation).
-/// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and
-///   nothing is delivered during `body` on this thread.
+/// - **Thread safety:** May be called from any thread, also from a handler. One
+///   transaction runs at a time in the process: a transaction on another thread waits
+///   for the open one to end. A write from another thread to a property or an array
+///   the open transaction wrote waits until it ends.
+/// - **Ordering:** Transactions behave as if run one after another, reads included; a
+///   plain write to a source the transaction wrote lands wholly before or after it (a
+///   plain write to a source it only read does not wait for it). Nothing of the
+///   transaction is visible to other threads before it returns: not a source's `value`,
+///   not a derived value, not an observer. Its own thread reads its writes at once,
+///   also through derived values. Each source written commits once, with its final
+///   value (a property: one change whose old value is from before the transaction; an
+///   array: one changeset; an event source: every event sent, in order), in the order
+///   of their first writes; an observer of `x.combineLatest(y)` receives one update.
+/// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and nothing
+///   is delivered during `body`; observers receive the commits after the outermost
+///   transaction ends.
 /// - **Lifetime:** Keeps nothing after it returns.
+///
+/// - Important: `body` must not wait for another thread that writes to a source it
+///   wrote (or begins a transaction). A thread that waits for the transaction inside a
+///   property's `modify` closure, while the transaction waits for that property, stops
+///   the program with a message naming the sources instead of hanging.
 @inlinable
 public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
   let thread = DeliveringThread.enter()
-  guard thread.pointee.transaction == nil else {
-    defer { DeliveringThread.exit(thread) }
-    return try body()
+  if let running = thread.pointee.transaction {
+    running.savepoints.append(Savepoint(steps: running.steps.count))
+    do throws(Failure) {
+      let result = try body()
+      running.savepoints.removeLast()
+      DeliveringThread.exit(thread)
+      return result
+    } catch {
+      running.rollBackNested()
+      DeliveringThread.exit(thread)
+      throw error
+    }
   }
-  if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
-  let running = RunningTransaction(OpenTransaction(owner: currentThreadID()))
-  thread.pointee.transaction = running
-  defer { endTransaction(running, thread) }
-  return try body()
+  let running = beginTransaction(thread)
+  do throws(Failure) {
+    let result = try body()
+    endTransaction(running, thread, committing: true)
+    return result
+  } catch {
+    endTransaction(running, thread, committing: false)
+    throw error
+  }
 }
 
-/// Ends the outermost transaction: makes its writes visible to snapshots at once,
-/// refreshes the derived values that follow what it wrote, then delivers its commits.
-@usableFromInline func endTransaction(_ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>) {
-  thread.pointee.transaction = nil
-  running.mark.isOpen.store(false, ordering: .releasing)
-  var nodes = IdentityList<any ObservedNode>()
-  for source in running.written.elements {
-    for node in source.endTransaction() { nodes.insert(ObjectIdentifier(node)) { node } }
+/// Takes the transaction token for the calling thread and starts its bookkeeping (the
+/// thread's spare one, with what it allocated, if it kept one).
+@usableFromInline func beginTransaction(_ thread: UnsafeMutablePointer<DeliveringState>) -> RunningTransaction {
+  if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
+  let me = currentThreadID()
+  guard let running = thread.pointee.spareTransaction.take() else {
+    let running = RunningTransaction(TransactionToken.shared.take(me, reusing: nil))
+    thread.pointee.transaction = running
+    return running
   }
-  for node in nodes.elements { node.refreshLatest() }
+  let spare = isKnownUniquelyReferenced(&running.mark) ? running.mark : nil
+  running.mark = TransactionToken.shared.take(me, reusing: spare)
+  thread.pointee.transaction = running
+  return running
+}
+
+/// Ends the outermost transaction: commits it (or rolls it back), makes it visible at
+/// once, commits each step, gives the token back, then delivers.
+@usableFromInline func endTransaction(
+  _ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>, committing: Bool
+) {
+  thread.pointee.transaction = nil
+  if committing {
+    for step in running.steps { step.settle() }
+  } else {
+    for step in running.steps.reversed() {
+      guard let record = step as? TransactionRecord else { continue }
+      #if FaultInjection
+        if Planted.rolledBackWriteLeftVisible { continue }
+      #endif
+      record.rollBack()
+      record.isUndone = true
+      record.settle()
+    }
+  }
+  running.mark.isOpen.store(false, ordering: .releasing)
+  for step in running.steps where committing || step is TransactionRecord { step.commit() }
+  TransactionToken.shared.give(running.mark)
+  running.steps.removeAll(keepingCapacity: true)
+  running.lastFound = nil
+  running.written.removeAll()
+  running.savepoints.removeAll()
+  thread.pointee.spareTransaction = running
   DeliveringThread.exit(thread)
 }
 
-extension HubState where Stored: Sendable {
-  /// Records a commit about to be made from `stored`: by the calling thread's
-  /// transaction, if it runs one; otherwise ends any hiding of this source.
-  ///
-  /// - Returns: Whether the commit is made inside a transaction, which its message
-  ///   says, so that derived values never take it as a state of its own.
-  @inlinable mutating func noteCommit(to hub: Hub<Message, Stored>) -> Bool {
-    noteCommit(to: hub, at: version) { $0.stored }
-  }
-
-  /// The version and value that the thread `me` reads: the state before the open
-  /// transactions that wrote this source, unless one of them is `me`'s.
-  @inlinable mutating func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
-    visible(to: me) { ($0.version, $0.stored) }
-  }
-}
-
 extension HubState {
-  /// ``noteCommit(to:)`` for a source whose version is `current` and whose value,
-  /// before the commit, `earlier` shares (an array's store counts its own versions).
-  @discardableResult @inlinable mutating func noteCommit(
-    to hub: Hub<Message, Stored>, at current: UInt64, earlier: (inout Self) -> any Sendable
-  ) -> Bool {
-    guard let transaction = DeliveringThread.existing?.pointee.transaction else {
-      // A write from outside: the writer must read it through derived values. The record
-      // stays, so that its earlier value is released by the transaction's end, outside
-      // the lock, never here.
-      if let core, let record = core.pointee.transaction, record.isOpen { record.isRevealed = true }
-      return false
-    }
-    let core = existingCore()
-    if let record = core.pointee.transaction, record.isOpen {
-      if !record.marks.contains(where: { $0 === transaction.mark }) { record.marks.append(transaction.mark) }
-    } else {
-      core.pointee.transaction = TransactionRecord(
-        transaction.mark, earlierVersion: current, earlierValue: earlier(&self))
-    }
-    let key = ObjectIdentifier(hub.storage)
-    transaction.written.insert(key) { WrittenHub(hub) }
-    return true
-  }
-
-  /// ``visible(to:)`` for a source whose version and value `current` reads.
+  /// The version and value that the thread `me` reads: the state before the open
+  /// transaction that wrote this source, unless it is `me`'s.
   @inlinable mutating func visible(
     to me: UInt, current: (inout Self) -> (version: UInt64, value: any Sendable)
   ) -> (version: UInt64, value: any Sendable) {
-    if let record = core?.pointee.transaction, record.hides(from: me), let earlier = record.earlierValue {
-      return (record.earlierVersion, earlier)
+    if let record = core?.pointee.transaction, record.hides(from: me) {
+      return (record.earlierVersion, record.earlier)
     }
     return current(&self)
   }
 
-  /// The version that the thread `me` reads (see ``visible(to:)``), `current` unless
-  /// it is hidden.
+  /// The version that the thread `me` reads (see ``visible(to:current:)``).
   @inlinable func visibleVersion(to me: UInt, current: UInt64) -> UInt64 {
-    if let record = core?.pointee.transaction, record.hides(from: me), record.earlierValue != nil {
-      return record.earlierVersion
-    }
+    if let record = core?.pointee.transaction, record.hides(from: me) { return record.earlierVersion }
     return current
   }
-}
 
-/// A property's or an array's hub written by the running transaction.
-@usableFromInline
-final class WrittenHub<Message: Sendable, Stored>: TransactionSource {
-  @usableFromInline let hub: Hub<Message, Stored>
-  /// ``endTransaction()``, as a closure that captures nothing, made by the inlinable
-  /// initializer: so it runs code specialized for the hub's types.
-  @usableFromInline let ending: (Hub<Message, Stored>) -> [any ObservedNode]
-
-  @inlinable init(_ hub: Hub<Message, Stored>) {
-    self.hub = hub
-    ending = { hub in Self.end(hub) }
+  /// The record of an open transaction that hides this source from the calling thread.
+  @inlinable var hidingRecord: TransactionRecord? {
+    guard let record = core?.pointee.transaction, record.hides(from: currentThreadID()) else { return nil }
+    return record
   }
 
-  @usableFromInline func endTransaction() -> [any ObservedNode] {
-    ending(hub)
-  }
-
-  /// ``endTransaction()`` for `hub`.
-  @inlinable static func end(_ hub: Hub<Message, Stored>) -> [any ObservedNode] {
-    let token = hub.storage.lock()
-    guard let core = token.state.pointee.core else {
-      token.unlock()
-      return []
-    }
-    var earlier: (any Sendable)?
-    if let record = core.pointee.transaction, !record.isOpen { swap(&earlier, &record.earlierValue) }
-    HubState.publishHiding(token.state)
-    var nodes: [any ObservedNode] = []
-    for case let entry? in core.pointee.subscribers.slots {
-      if let root = entry as? RootEntry<Message>, !root.isEnded, let node = root.node { nodes.append(node) }
-    }
-    token.unlock()
-    _ = earlier  // released after unlocking
-    return nodes
+  /// Stores `bits` as ``versionBits``, locked.
+  @inlinable static func storeVersion(_ state: UnsafeMutablePointer<HubState>, _ bits: UInt64) {
+    versionWord(of: state).pointee.store(bits, ordering: .releasing)
   }
 }
 
-/// Elements each kept once by an identity, in the order they were first inserted: a
-/// list searched from the end while it is short (a transaction usually writes a few
-/// sources), with a hash index once it is longer.
-@usableFromInline
-struct IdentityList<Element> {
-  @usableFromInline var keys: [ObjectIdentifier] = []
-  @usableFromInline var elements: [Element] = []
-  /// Every key, once there are more than `linearLimit`.
-  @usableFromInline var index: Set<ObjectIdentifier>?
-
-  @inlinable static var linearLimit: Int { 16 }
-
-  @inlinable init() {}
-
-  /// Whether `key` is in the list.
-  @inlinable func contains(_ key: ObjectIdentifier) -> Bool {
-    index?.contains(key) ?? keys.contains(key)
-  }
-
-  /// Appends the element `make` makes for `key`, unless `key` is in the list.
-  @inlinable mutating func insert(_ key: ObjectIdentifier, _ make: () -> Element) {
-    if index == nil {
-      if keys.last == key || keys.contains(key) { return }
-      if keys.count == Self.linearLimit { index = Set(keys) }
-    }
-    if index?.insert(key).inserted == false { return }
-    keys.append(key)
-    elements.append(make())
+extension HubState where Stored: Sendable {
+  /// The version and value that the thread `me` reads (see ``visible(to:current:)``).
+  @inlinable mutating func visible(to me: UInt) -> (version: UInt64, value: any Sendable) {
+    visible(to: me) { ($0.version, $0.stored) }
   }
 }

@@ -142,7 +142,7 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
   /// - Complexity: O(n) in the number of subscriptions, plus the handlers.
   @inlinable
   public func send(_ event: Event) {
-    hub.send(event)
+    hub.sendFromSource(event)
   }
 
   /// Ends every subscription of this source.
@@ -171,7 +171,7 @@ extension EventSource where Event == Void {
   /// Delivers an event to every current subscription.
   @inlinable
   public func send() {
-    hub.send(())
+    hub.sendFromSource(())
   }
 }
 

@@ -25,23 +25,22 @@ extension Change: Equatable where Value: Equatable {}
 extension Change: Hashable where Value: Hashable {}
 
 /// What a property's hub delivers: one committed change, or the current value replayed
-/// to a new subscription (`isInitial`, with `old` equal to `new`). A change made inside
-/// a transaction says so (`isTransactional`): it is never a state of its own for a
-/// derived value (Transaction.swift).
+/// to a new subscription (`isInitial`, with `old` equal to `new`). A transaction's commit
+/// says so (`isFromTransaction`): a derived value that delivered a state with it already
+/// (made visible with the transaction's other commits) skips it (Root.swift).
 @usableFromInline
 struct Update<Value: Sendable>: Sendable {
   // `new` comes first: at offset 0 it is reached without the type's metadata, which
   // the unspecialized handler call of a property subscription would otherwise look up.
   @usableFromInline let new: Value
   @usableFromInline let old: Value
-  /// `isInitial`, `isTransactional` and `isMerged`, in one byte, so that a message copies as few
-  /// fields as before the second flag.
+  /// `isInitial`, `isFromTransaction` and `isMerged`, in one byte.
   @usableFromInline let flags: UInt8
 
-  @inlinable init(old: Value, new: Value, isInitial: Bool, isTransactional: Bool = false, isMerged: Bool = false) {
+  @inlinable init(old: Value, new: Value, isInitial: Bool, isFromTransaction: Bool = false, isMerged: Bool = false) {
     self.old = old
     self.new = new
-    flags = (isInitial ? 1 : 0) | (isTransactional ? 2 : 0) | (isMerged ? 4 : 0)
+    flags = (isInitial ? 1 : 0) | (isFromTransaction ? 2 : 0) | (isMerged ? 4 : 0)
   }
 
   /// `waiting` and then `newer`, as one update: from the old value of the first to the
@@ -52,8 +51,8 @@ struct Update<Value: Sendable>: Sendable {
 
   /// The current value replayed to a new subscription, not a change.
   @inlinable var isInitial: Bool { flags & 1 != 0 }
-  /// A change made inside a transaction.
-  @inlinable var isTransactional: Bool { flags & 2 != 0 }
+  /// A transaction's commit of the source (Transaction.swift).
+  @inlinable var isFromTransaction: Bool { flags & 2 != 0 }
   /// Several changes merged into one while they waited (`merging`): its old and new
   /// values may be equal.
   @inlinable var isMerged: Bool { flags & 4 != 0 }

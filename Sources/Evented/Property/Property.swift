@@ -212,7 +212,7 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   public var value: Value {
     get {
       observation.pointee.access()
-      return hub.read { copy $0 }
+      return hub.readVisible()
     }
     @inline(__always) set { write(newValue) }
     _modify {

@@ -95,7 +95,7 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
       }
     }
     viewed?.observation.pointee.access()
-    return hub.read { copy $0 }
+    return hub.readVisible()
   }
 
   /// The computed node behind this value, if it is one (not a view or a constant).

@@ -34,6 +34,8 @@ import Testing
       ("derivedUsesDeliveredValue", "derived"),
       ("transactionSeenInPart", "derived"),
       ("derivedDeliversStaleState", "derived"),
+      ("rolledBackWriteLeftVisible", "transactions"),
+      ("transactionSeenInPart", "transactions"),
     ])
     func scenarioFailsWithPlantedBug(bug: String, scenario: String) async throws {
       let executable = try #require(

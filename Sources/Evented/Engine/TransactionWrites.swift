@@ -1,0 +1,217 @@
+// Promise "Transactions" (Transaction.swift): what a transaction keeps of each source it
+// wrote, and how it commits or rolls back each one. A property's record keeps its value
+// from before; an array's keeps its elements from before and the changes made since, in
+// order, for one changeset; an event is kept until the transaction commits.
+//
+// Each step carries out its work through a closure made by its inlinable initializer,
+// which captures nothing: so the work runs code specialized for the source's types,
+// with no generic metadata to look up.
+
+import Synchronization
+
+/// A property written by the open transaction.
+@usableFromInline
+final class PropertyWrite<Value: Sendable>: TransactionRecord {
+  @usableFromInline let hub: Hub<Update<Value>, Value>
+  /// The value before the transaction.
+  @usableFromInline let earlierValue: Value
+  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  @usableFromInline let work: (PropertyWrite, StepWork) -> Void
+
+  @inlinable init(
+    _ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64,
+    isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  ) {
+    self.hub = hub
+    earlierValue = earlier
+    self.isDuplicate = isDuplicate
+    work = { record, work in
+      switch work {
+      case .settle: record.settleNow()
+      case .commit: record.commitNow()
+      case .rollBack: record.rollBackNow()
+      }
+    }
+    super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
+  }
+
+  @usableFromInline override var earlier: any Sendable { earlierValue }
+
+  @usableFromInline override func settle() { work(self, .settle) }
+  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func rollBack() { work(self, .rollBack) }
+
+  @inlinable func rollBackNow() {
+    let old = hub.storage.withLock { Hub<Update<Value>, Value>.replace(&$0.stored, with: earlierValue) }
+    withExtendedLifetime(old) {}
+  }
+
+  /// A final value equal to the one before commits nothing (when the property skips
+  /// duplicates: the `==` runs under the lock, as for any write): then the version
+  /// goes back to the one before, which is all any other thread saw.
+  @inlinable func settleNow() {
+    let token = hub.storage.lock()
+    if !isUndone, let isDuplicate, isDuplicate(earlierValue, token.state.pointee.stored) { isUndone = true }
+    if isUndone { HubState.storeVersion(token.state, earlierVersion | versionMayHideBit) }
+    token.unlock()
+  }
+
+  /// One change, from the value before the transaction to the final one.
+  @inlinable func commitNow() {
+    let token = hub.storage.lock()
+    let state = token.state
+    let record = state.pointee.core?.pointee.transaction.take()
+    HubState.storeVersion(state, state.pointee.version)
+    guard !isUndone, let recipients = state.pointee.recipientsOfCommit() else {
+      token.unlock()
+      return withExtendedLifetime(record) {}
+    }
+    hub.commit(token, to: consume recipients) { [earlierValue] stored in
+      Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
+    }
+    withExtendedLifetime(record) {}
+  }
+}
+
+/// An array written by the open transaction.
+@usableFromInline
+final class ArrayWrite<Element: Sendable>: TransactionRecord {
+  @usableFromInline let hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>
+  /// The elements before the transaction.
+  @usableFromInline let earlierElements: [Element]
+  /// The changes made since, in order. Guarded by the array's lock.
+  @usableFromInline @exclusivity(unchecked) var changes: [ArrayChange<Element>] = []
+  @usableFromInline let work: (ArrayWrite, StepWork) -> Void
+
+  @inlinable init(
+    _ hub: Hub<ArrayChangeset<Element>, ArrayStore<Element>>, _ mark: OpenTransaction, earlier: [Element],
+    earlierVersion: UInt64
+  ) {
+    self.hub = hub
+    earlierElements = earlier
+    work = { record, work in
+      switch work {
+      case .settle: record.settleNow()
+      case .commit: record.commitNow()
+      case .rollBack: record.rollBackNow()
+      }
+    }
+    super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
+  }
+
+  @usableFromInline override var earlier: any Sendable { earlierElements }
+
+  @usableFromInline override func settle() { work(self, .settle) }
+  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func rollBack() { work(self, .rollBack) }
+
+  @inlinable func rollBackNow() {
+    let old = hub.storage.withLock { state in
+      state.stored.exposure.state = .shared
+      var old = earlierElements
+      swap(&old, &state.stored.elements)
+      changes = []
+      return old
+    }
+    withExtendedLifetime(old) {}
+  }
+
+  /// The version moves once per transaction; back to the one before if nothing changed.
+  @inlinable func settleNow() {
+    hub.storage.withLock { state in
+      if changes.isEmpty { isUndone = true }
+      state.stored.version = isUndone ? earlierVersion : earlierVersion &+ 1
+    }
+  }
+
+  /// One changeset of every change, in order.
+  @inlinable func commitNow() {
+    let token = hub.storage.lock()
+    let store = token.state
+    let record = store.pointee.core?.pointee.transaction.take()
+    guard !isUndone, let recipients = store.pointee.recipientsOfCommit() else {
+      token.unlock()
+      return withExtendedLifetime(record) {}
+    }
+    let changeset = ArrayChangeset(changes: changes, array: store.pointee.stored.share(with: recipients))
+    hub.commit(token, to: consume recipients) { _ in changeset }
+    withExtendedLifetime(record) {}
+  }
+
+  /// Saves the elements and the number of changes now, for the innermost nested
+  /// transaction. Called under the array's lock.
+  @inlinable func save(_ running: RunningTransaction, elements: [Element]) {
+    let count = changes.count
+    running.save { [self] in
+      let old = hub.storage.withLock { state in
+        state.stored.exposure.state = .shared
+        var old = elements
+        swap(&old, &state.stored.elements)
+        changes.removeSubrange(count...)
+        return old
+      }
+      withExtendedLifetime(old) {}
+    }
+  }
+}
+
+extension HubState {
+  /// The record of the running transaction of the calling thread for the array of
+  /// `state`, made by its first write there; nil outside a transaction. Called under
+  /// the array's lock, before a write.
+  @inlinable static func arrayWrite<Element: Sendable>(
+    _ state: UnsafeMutablePointer<HubState>, _ hub: Hub<Message, Stored>
+  ) -> ArrayWrite<Element>? where Stored == ArrayStore<Element>, Message == ArrayChangeset<Element> {
+    guard transactionsBegun.load(ordering: .relaxed), let running = DeliveringThread.existing?.pointee.transaction
+    else { return nil }
+    if let record = running.record(of: ObjectIdentifier(hub.storage)) {
+      let write = unsafeDowncast(record, to: ArrayWrite<Element>.self)
+      if running.rewrite(record) { write.save(running, elements: state.pointee.stored.share()) }
+      return write
+    }
+    let write = ArrayWrite(
+      hub, running.mark, earlier: state.pointee.stored.share(), earlierVersion: state.pointee.stored.version)
+    state.pointee.existingCore().pointee.transaction = write
+    running.add(write)
+    return write
+  }
+
+  /// The elements the calling thread reads, if an open transaction of another thread
+  /// hides the stored ones.
+  @inlinable func hiddenElements<Element: Sendable>() -> [Element]? where Stored == ArrayStore<Element> {
+    guard let record = hidingRecord else { return nil }
+    return unsafeDowncast(record, to: ArrayWrite<Element>.self).earlierElements
+  }
+}
+
+/// An event sent inside the open transaction, sent when it commits.
+@usableFromInline
+final class EventSend<Event: Sendable>: TransactionStep {
+  @usableFromInline let hub: Hub<Event, Void>
+  @usableFromInline let event: Event
+  @usableFromInline let sending: (EventSend) -> Void
+
+  @inlinable init(_ hub: Hub<Event, Void>, _ event: Event) {
+    self.hub = hub
+    self.event = event
+    sending = { step in step.hub.send(step.event) }
+  }
+
+  @usableFromInline override func commit() { sending(self) }
+}
+
+/// What a step is asked to do (``TransactionStep``).
+@usableFromInline
+enum StepWork {
+  case settle, commit, rollBack
+}
+
+extension Hub where Stored == Void {
+  /// Sends `event`, or keeps it for the commit of the calling thread's transaction.
+  @inlinable func sendFromSource(_ event: Message) {
+    if transactionsBegun.load(ordering: .relaxed), let running = DeliveringThread.existing?.pointee.transaction {
+      return running.add(EventSend(self, event))
+    }
+    send(event)
+  }
+}
