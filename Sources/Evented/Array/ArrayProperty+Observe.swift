@@ -10,7 +10,7 @@ extension ArrayProperty {
     hub.liveCount
   }
 
-  /// Ends every subscription of this array, including those to ``readOnly``.
+  /// Ends every subscription users made on this array, including those to ``readOnly``.
   ///
   /// ```swift
   /// friends.removeAllObservers()
@@ -21,8 +21,9 @@ extension ArrayProperty {
   /// again. A handler that is running on another thread is waited for, as with
   /// ``Subscription/cancel()``; this holds when several threads call it at once, too.
   /// ``readOnly`` keeps following the array for new subscriptions. Values derived from
-  /// it (`map`, `combineLatest`, …) stop receiving updates: they follow it through
-  /// subscriptions that this ends.
+  /// it (`map`, `combineLatest`, …) keep following the array, and their observers keep
+  /// receiving their updates: this ends the subscriptions users made on this array and
+  /// its view, not the links of what is built on them.
   ///
   /// ## Concurrency
   ///
