@@ -332,10 +332,11 @@ extension ArrayProperty {
       let ownedArray: @Sendable (Owner, ArrayChangeset<Element>) -> Void = { owner, changeset in
         owned(owner, changeset.array)
       }
-      return hub.observe(ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, owned: ownedArray)
+      return hub.observe(
+        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, merging: .newest, owned: ownedArray)
     case .returnedHandle:
       return hub.observe(
-        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay,
+        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, merging: .newest,
         { changeset in handler(changeset.array) })
     }
   }
@@ -358,7 +359,8 @@ extension ArrayProperty {
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void = { _ in }
   ) -> Subscription {
     hub.observe(
-      ownership, reading: .message, on: target, replay: Self.replay(fromEmpty: fromEmpty), owned: owned, handler)
+      ownership, reading: .message, on: target, replay: Self.replay(fromEmpty: fromEmpty),
+      merging: Merging(merge: { waiting, newer in waiting.merged(with: newer) }), owned: owned, handler)
   }
 
   /// ``replayFromEmpty(_:)`` if `fromEmpty`, else nil.
