@@ -110,7 +110,7 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
 
 extension Entry where Message: Sendable {
   /// Leaves `message` in the mailbox of a state observer on a queue (Mailbox.swift).
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   final func leave(_ message: Message, in mailbox: any AnyObject & Sendable, on queue: DispatchQueue) {
     unsafeDowncast(mailbox, to: Mailbox<Message>.self).offer(message, to: self, on: queue)
   }

@@ -54,20 +54,20 @@ final class Letter<Message: Sendable>: Sendable {
   /// A constant, so that it is passed on in place, never copied out.
   @usableFromInline let message: Message
 
-  @usableFromInline init(_ message: consuming Message) {
+  @inlinable init(_ message: consuming Message) {
     self.message = message
   }
 
   /// A letter holding a copy of `message`. Not inlined, so that the temporaries of the
   /// copy are off the stack when it returns.
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   static func copying(_ message: borrowing Message) -> Letter {
     Letter(copy message)
   }
 
   /// The letter `waiting` and then `newer` make, as `merging` merges them. Not inlined,
   /// for the same reason.
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   static func merging(_ waiting: Letter, _ newer: Letter, by merging: Merging<Message>) -> Letter {
     Letter(merging.merge(waiting.message, newer.message))
   }
@@ -149,12 +149,12 @@ final class Mailbox<Message: Sendable>: @unchecked Sendable {
   @usableFromInline let state = Lock<MailboxState<Message>>.make(MailboxState())
   @usableFromInline let merging: Merging<Message>
 
-  @usableFromInline init(_ merging: Merging<Message>) {
+  @inlinable init(_ merging: Merging<Message>) {
     self.merging = merging
   }
 
   /// Leaves `message` for `entry` on `queue`, merged with the one waiting, if any.
-  @usableFromInline func offer(_ message: Message, to entry: Entry<Message>, on queue: DispatchQueue) {
+  @inlinable func offer(_ message: Message, to entry: Entry<Message>, on queue: DispatchQueue) {
     let submits = MailboxState<Message>.usesLetters ? offerInLetter(message) : offerInline(message)
     if submits { submit(to: entry, on: queue) }
   }
@@ -163,7 +163,7 @@ final class Mailbox<Message: Sendable>: @unchecked Sendable {
   /// so that neither takes room on the stack for the other's temporaries.
   ///
   /// - Returns: Whether to submit a block.
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   func offerInline(_ message: Message) -> Bool {
     let (submit, replaced) = state.withLock { state in
       defer { state._checkInvariants() }
@@ -176,7 +176,7 @@ final class Mailbox<Message: Sendable>: @unchecked Sendable {
   /// ``offer(_:to:on:)`` for a large message, which waits in a letter.
   ///
   /// - Returns: Whether to submit a block.
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   func offerInLetter(_ message: Message) -> Bool {
     let fresh = Letter.copying(message)
     let (submit, replaced) = state.withLock { state in
@@ -188,7 +188,7 @@ final class Mailbox<Message: Sendable>: @unchecked Sendable {
   }
 
   /// Submits a block that takes what waits and runs the handler with it.
-  @usableFromInline func submit(to entry: Entry<Message>, on queue: DispatchQueue) {
+  @inlinable func submit(to entry: Entry<Message>, on queue: DispatchQueue) {
     queue.async {
       let (message, letter) = self.state.withLock { $0.take() }
       if let letter {
@@ -200,7 +200,7 @@ final class Mailbox<Message: Sendable>: @unchecked Sendable {
   }
 
   /// Runs the handler with `message`, unless it is no change for it.
-  @usableFromInline func deliver(_ message: borrowing Message, to entry: Entry<Message>) {
+  @inlinable func deliver(_ message: borrowing Message, to entry: Entry<Message>) {
     if let skips = merging.skips, skips(message) { return }
     let thread = DeliveringThread.enter()
     _ = entry.run(message, me: currentThreadID())

@@ -59,7 +59,7 @@ extension PropertyProtocol {
   /// How an observer on a queue merges its waiting update with a newer one: into one
   /// from the value it received last to the newest. With duplicates skipped, a merged
   /// update whose values are equal is no change, and is skipped as an equal write is.
-  @usableFromInline var updateMerging: Merging<Update<Value>> {
+  @inlinable var updateMerging: Merging<Update<Value>> {
     let view = readOnly
     guard let isDuplicate = view.viewed?.isDuplicate ?? view.derived?.isDuplicate else {
       return Merging(merge: Update.merging)
