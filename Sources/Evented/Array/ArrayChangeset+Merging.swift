@@ -11,21 +11,37 @@ extension ArrayChangeset {
   /// - Complexity: O(*k*) for *k* changes in all; a replacement also costs what
   ///   ``applied(to:)`` costs for this changeset's changes, undone.
   func merged(with newer: Self) -> Self {
-    let previousCount = previousCount
-    if changes.count + newer.changes.count <= previousCount + newer.array.count {
-      return ArrayChangeset(changes: changes + newer.changes, array: newer.array)
-    }
-    return ArrayChangeset(changes: replacingChanges(from: previousArray(), to: newer.array), array: newer.array)
+    let concatenated = ArrayChangeset(changes: changes + newer.changes, array: newer.array)
+    // Changesets that do not chain (delivered out of order, which only a planted bug
+    // does) are concatenated as they are: the observer finds the misfit, nothing traps.
+    guard changes.count + newer.changes.count > previousCount + newer.array.count,
+      array.count == newer.previousCount, let previous = previousArray()
+    else { return concatenated }
+    return ArrayChangeset(changes: replacingChanges(from: previous, to: newer.array), array: newer.array)
   }
 
-  /// The array this changeset applies to: its changes undone, last first, on ``array``.
-  func previousArray() -> [Element] {
-    let undone = changes.reversed().map { change -> ArrayChange<Element> in
+  /// The array this changeset applies to: its changes undone, last first, on ``array``;
+  /// nil if they do not fit it (a changeset merged from ones that did not chain).
+  func previousArray() -> [Element]? {
+    var count = array.count
+    var undone: [ArrayChange<Element>] = []
+    undone.reserveCapacity(changes.count)
+    for change in changes.reversed() {
       switch change {
-      case .insert(let index, let element): .remove(index: index, element: element)
-      case .remove(let index, let element): .insert(index: index, element: element)
-      case .replace(let index, let old, let new): .replace(index: index, old: new, new: old)
-      case .move(let from, let to, let element): .move(from: to, to: from, element: element)
+      case .insert(let index, let element):
+        guard index >= 0 && index < count else { return nil }
+        count -= 1
+        undone.append(.remove(index: index, element: element))
+      case .remove(let index, let element):
+        guard index >= 0 && index <= count else { return nil }
+        count += 1
+        undone.append(.insert(index: index, element: element))
+      case .replace(let index, let old, let new):
+        guard index >= 0 && index < count else { return nil }
+        undone.append(.replace(index: index, old: new, new: old))
+      case .move(let from, let to, let element):
+        guard from >= 0 && from < count && to >= 0 && to < count else { return nil }
+        undone.append(.move(from: to, to: from, element: element))
       }
     }
     return ArrayChangeset(changes: undone, array: []).applying(to: array)

@@ -191,6 +191,8 @@ import Testing
     #expect(merged.changes.count == before.count + second.array.count)
     #expect(merged.applied(to: before) == [9, 1])
     #expect(merged.previousArray() == before)
+    let misfit = ArrayChangeset(changes: [.remove(index: 5, element: 0)], array: [Int]())
+    #expect(first.merged(with: misfit).changes.count == 4, "not chained: concatenated, never a trap")
     let short = ArrayChangeset(changes: [.insert(index: 3, element: 4)], array: [1, 2, 3, 4])
     let shortMerged = short.merged(with: ArrayChangeset(changes: [.remove(index: 0, element: 1)], array: [2, 3, 4]))
     #expect(shortMerged.changes == [.insert(index: 3, element: 4), .remove(index: 0, element: 1)])
