@@ -23,7 +23,9 @@ extension ArrayProperty {
   /// ``readOnly`` keeps following the array for new subscriptions. Values derived from
   /// it (`map`, `combineLatest`, …) keep following the array, and their observers keep
   /// receiving their updates: this ends the subscriptions users made on this array and
-  /// its view, not the links of what is built on them.
+  /// its view, not the links of what is built on them. So ``observerCount`` is 0
+  /// afterwards unless a value derived from the array is observed (it counts that
+  /// value's link).
   ///
   /// ## Concurrency
   ///
