@@ -137,6 +137,11 @@ let usage = """
          evented-bench --actor-backlog cancelled|spawned
   --actor-backlog sends to an ActorEventSource for 3 s from a cancelled task, or from a
   task a handler started, against a 200 µs handler, and prints the backlog it left.
+
+         evented-bench --slow-queue [N]
+  --slow-queue runs W10: N (100,000) writes to a Property<Int> with no observer, then
+  with one on a queue whose handler takes 200 µs; prints the writer's total time,
+  longest write and memory growth, checks the targets, and exits 1 if one is missed.
   """
 
 func parseOptions(_ arguments: [String]) throws -> Options {
@@ -193,6 +198,9 @@ enum EventedBench {
     var arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.first == "--actor-backlog", arguments.count == 2 {
       exit(actorBacklogFigures(arguments[1]))
+    }
+    if arguments.first == "--slow-queue", arguments.count <= 2 {
+      exit(slowQueueFigures(count: arguments.count == 2 ? Int(arguments[1]) ?? 100_000 : 100_000))
     }
     if arguments.first == "--scale" {
       let only = arguments.count > 1 ? Set(arguments[1].lowercased().split(separator: ",").map(String.init)) : nil

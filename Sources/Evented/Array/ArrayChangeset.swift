@@ -100,6 +100,11 @@ public struct ArrayChangeset<Element> {
         "Evented: ArrayChangeset.applied(to:): the changeset fits an array of \(expected) elements, not \(array.count)"
       )
     }
+    return applying(to: array)
+  }
+
+  /// ``applied(to:)`` without checking the count: `array` is the one the changes fit.
+  func applying(to array: [Element]) -> [Element] {
     if usesBlocks(count: array.count) {
       var list = BlockList(array)
       for change in changes {

@@ -12,7 +12,7 @@ extension ArrayProperty {
     hub.liveCount
   }
 
-  /// Ends every subscription of this array, including those to ``readOnly``.
+  /// Ends every subscription users made on this array, including those to ``readOnly``.
   ///
   /// ```swift
   /// friends.removeAllObservers()
@@ -23,8 +23,11 @@ extension ArrayProperty {
   /// again. A handler that is running on another thread is waited for, as with
   /// ``Subscription/cancel()``; this holds when several threads call it at once, too.
   /// ``readOnly`` keeps following the array for new subscriptions. Values derived from
-  /// it (`map`, `combineLatest`, …) stop receiving updates: they follow it through
-  /// subscriptions that this ends.
+  /// it (`map`, `combineLatest`, …) keep following the array, and their observers keep
+  /// receiving their updates: this ends the subscriptions users made on this array and
+  /// its view, not the links of what is built on them. So ``observerCount`` is 0
+  /// afterwards unless a value derived from the array is observed (it counts that
+  /// value's link).
   ///
   /// ## Concurrency
   ///
@@ -333,10 +336,11 @@ extension ArrayProperty {
       let ownedArray: @Sendable (Owner, ArrayChangeset<Element>) -> Void = { owner, changeset in
         owned(owner, changeset.array)
       }
-      return hub.observe(ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, owned: ownedArray)
+      return hub.observe(
+        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, merging: .newest, owned: ownedArray)
     case .returnedHandle:
       return hub.observe(
-        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay,
+        ownership, reading: .message, on: target, isOnce: isOnce, replay: replay, merging: .newest,
         { changeset in handler(changeset.array) })
     }
   }
@@ -359,7 +363,8 @@ extension ArrayProperty {
     _ handler: @escaping @Sendable (ArrayChangeset<Element>) -> Void = { _ in }
   ) -> Subscription {
     hub.observe(
-      ownership, reading: .message, on: target, replay: Self.replay(fromEmpty: fromEmpty), owned: owned, handler)
+      ownership, reading: .message, on: target, replay: Self.replay(fromEmpty: fromEmpty),
+      merging: Merging(merge: { waiting, newer in waiting.merged(with: newer) }), owned: owned, handler)
   }
 
   /// ``replayFromEmpty(_:)`` if `fromEmpty`, else nil.

@@ -21,8 +21,11 @@ import Dispatch
 ///   invocation at a time, even if `q` is concurrent.
 /// - **Reentrancy:** Delivery never nests: an event sent from inside a handler is
 ///   delivered after the current delivery pass.
-/// - **Overload:** A `.queue` or `.main` subscription holds at most its source's
-///   backlog limit of submitted messages; at the limit a sender that may wait waits
+/// - **Overload:** State coalesces, events push back. A `.queue` or `.main` observer of
+///   a property, an array or a derived value holds at most one undelivered state,
+///   replaced by the newest while its queue is behind, so no writer ever waits for it.
+///   A `.queue` or `.main` subscription of an event source holds at most its source's
+///   backlog limit of submitted events; at the limit a sender that may wait waits
 ///   (never from a handler, and never for the queue it runs on). See Guarantees.md,
 ///   "Overload".
 /// - **Lifetime:** A queue given to `.queue(_:)` is retained until the subscription

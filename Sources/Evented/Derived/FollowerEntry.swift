@@ -71,6 +71,7 @@ final class FollowerEntry<Message>: Entry<Message>, @unchecked Sendable {
     self.handler = handler
     super.init(isOnce: false, target: nil)
     self.node = node
+    outlivesRemoveAll = true  // a link, not an observer: `removeAllObservers()` leaves it
   }
 
   @usableFromInline override var liveOwner: AnyObject? { node }

@@ -174,6 +174,7 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
     self.kept = kept
     super.init(isOnce: false, target: nil)
     self.node = node
+    outlivesRemoveAll = true  // a link, not an observer: `removeAllObservers()` leaves it
   }
 
   /// Set once the node was found unobserved: the subscription is over for good.

@@ -9,6 +9,7 @@
 // property's new values. All four store the closure as given; the weak owner, or the
 // handle's ownership, comes from `WeakOwnerEntry` or `HandleOwnedEntry`.
 
+import Dispatch
 import Synchronization
 
 /// One subscription with a handler for `Message`; see `OwnedEntry` and `HandleEntry`.
@@ -94,12 +95,24 @@ class Entry<Message>: SubscriptionCore, @unchecked Sendable {
     guard let target else { return run(message, me: me) }
     if isEnded { return !isDone }
     if !hasOwner { return false }
+    if let mailbox = target.mailbox {
+      leave(message, in: mailbox, on: target.queue)
+      return true
+    }
     target.submit {
       let thread = DeliveringThread.enter()
       _ = self.run(message, me: currentThreadID())
       DeliveringThread.exit(thread)
     }
     return true
+  }
+}
+
+extension Entry where Message: Sendable {
+  /// Leaves `message` in the mailbox of a state observer on a queue (Mailbox.swift).
+  @inlinable @inline(never)
+  final func leave(_ message: Message, in mailbox: any AnyObject & Sendable, on queue: DispatchQueue) {
+    unsafeDowncast(mailbox, to: Mailbox<Message>.self).offer(message, to: self, on: queue)
   }
 }
 

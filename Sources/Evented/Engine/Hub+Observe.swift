@@ -92,6 +92,9 @@ extension Hub {
   ///   - anchor: What the handler keeps alive (a derived source's node), or nil.
   ///   - outlivesRemoveAll: Whether `removeAllObservers()` leaves the subscription in
   ///     place (an Observation site's).
+  ///   - merging: For a state observer, how a waiting message takes a newer one when
+  ///     the handler runs on a queue (Mailbox.swift); a once-only subscription keeps
+  ///     its first. Nil for an event observer, whose every message is submitted.
   ///   - owned: The handler, given with an owner (unused with `.handle`).
   ///   - handler: The handler, given with `.handle` (unused with an owner).
   ///
@@ -106,6 +109,7 @@ extension Hub {
     replay: ((borrowing Stored) -> Message)? = nil,
     anchor: (any AnyObject & Sendable)? = nil,
     outlivesRemoveAll: Bool = false,
+    merging: Merging<Message>? = nil,
     owned: @escaping @Sendable (Owner, Input) -> Void = { _, _ in },
     _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
@@ -113,6 +117,10 @@ extension Hub {
     // A derived value's observer keeps the node through an `ObserverAnchor`, which tells
     // the node when the observer's handler is released (its subscription ended).
     let anchor: (any AnyObject & Sendable)? = node.map { ObserverAnchor($0) } ?? anchor
+    var target = target
+    if let queued = target, let merging {
+      target = DeliveryTarget(coalescing: queued, into: Mailbox(isOnce ? .first : merging))
+    }
     let entry: Entry<Message>
     switch ownership {
     case .owner(let owner):

@@ -47,7 +47,8 @@ extension Hub {
     garbage.dispose()
   }
 
-  /// Ends and removes every subscription (but Observation's, if `keepingTracking`);
+  /// Ends and removes every subscription (but, if `keepingTracking`, the ones no user
+  /// made: Observation's and the links of derived values, `outlivesRemoveAll`);
   /// also ends, and waits for, those that a concurrent call removed and has not
   /// finished ending.
   func removeAll(keepingTracking: Bool = true) {

@@ -104,12 +104,13 @@ struct HubState<Message: Sendable, Stored> {
     return .all(core.pointee.subscribers.currentSnapshot())
   }
 
-  /// Adds `entry`.
+  /// Adds `entry`. An event observer on a queue shares the source's pressure; a state
+  /// observer's mailbox is never full, so it has none.
   @inlinable mutating func subscribe(
     _ entry: Entry<Message>, into garbage: inout Garbage, keepingDeadOwners: Bool
   ) {
     let core = existingCore()
-    if let target = entry.target { core.pointee.attach(target) }
+    if let target = entry.target, target.mailbox == nil { core.pointee.attach(target) }
     core.pointee.subscribers.add(entry, into: &garbage, keepingDeadOwners: keepingDeadOwners)
   }
 

@@ -1,7 +1,10 @@
-// The overload bound for `.queue` and `.main` delivery: a subscription that runs its
-// handler on a dispatch queue holds at most its source's backlog limit of submitted
-// messages that have not run yet, and a thread that may wait waits, before committing,
-// while one of its source's queue subscriptions is at that limit.
+// The overload bound for `.queue` and `.main` delivery of events: a subscription that
+// runs its handler on a dispatch queue holds at most its source's backlog limit of
+// submitted messages that have not run yet, and a thread that may wait waits, before
+// committing, while one of its source's queue subscriptions is at that limit. A state
+// observer's target (a property's, an array's, a derived value's) has a mailbox
+// instead (Mailbox.swift): it holds one waiting state, so it is never full and nobody
+// waits for it.
 //
 // Each such subscription has a `DeliveryTarget`: its serial queue and the count of
 // submissions that have not finished. The source keeps one `QueuePressure`, the set
@@ -36,6 +39,9 @@ final class DeliveryTarget: Sendable {
   @usableFromInline let pending = Atomic<Int>(0)
   /// The pressure of the source, attached when the subscription is added.
   @usableFromInline let pressure = AtomicLazyReference<QueuePressure>()
+  /// A state observer's one waiting state (a `Mailbox<Message>` of the subscription's
+  /// message type), or nil for an event observer, whose every message is submitted.
+  @usableFromInline let mailbox: (any AnyObject & Sendable)?
 
   /// A serial target for `delivery`, or nil to run inline.
   @inlinable convenience init?(_ delivery: Delivery) {
@@ -47,6 +53,15 @@ final class DeliveryTarget: Sendable {
   @usableFromInline init(base: DispatchQueue) {
     queue = base === DispatchQueue.main ? base : DispatchQueue(label: "Evented.delivery", target: base)
     self.base = QueuePressure.mark(base)
+    mailbox = nil
+  }
+
+  /// The same queue as `target`, for a state observer: its messages wait in `mailbox`,
+  /// merged there while its queue is behind, and never count toward the backlog limit.
+  @usableFromInline init(coalescing target: DeliveryTarget, into mailbox: any AnyObject & Sendable) {
+    queue = target.queue
+    base = target.base
+    self.mailbox = mailbox
   }
 
   /// A target on the main queue, for one subscription.

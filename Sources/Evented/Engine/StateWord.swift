@@ -57,9 +57,10 @@ class SubscriptionCore: @unchecked Sendable {
   /// a commit made for such subscriptions only (ArrayStore.swift). Written once before
   /// it is published.
   @usableFromInline @exclusivity(unchecked) final var keepsNoMessage = false
-  /// Whether `removeAllObservers()` leaves the subscription in place: the one by which
-  /// a source notifies Observation's tracking scopes (ObservationSite.swift), which
-  /// are not its observers. Written once before it is published.
+  /// Whether `removeAllObservers()` leaves the subscription in place: one that no user
+  /// made, by which a source notifies Observation's tracking scopes
+  /// (ObservationSite.swift) or a derived value built on it (a link: `RootEntry`,
+  /// `FollowerEntry`), which keeps following it. Written once before it is published.
   @usableFromInline @exclusivity(unchecked) final var outlivesRemoveAll = false
   /// Where the handler runs; nil runs it inline on the delivering thread.
   @usableFromInline let target: DeliveryTarget?

@@ -145,12 +145,26 @@ public final class EventSource<Event: Sendable>: EventSourceProtocol {
     hub.sendFromSource(event)
   }
 
-  /// Ends every subscription of this source.
+  /// Ends every subscription made with `observe`, `observeOnce` or `events` on this
+  /// source.
   ///
-  /// When this returns, no handler of this source will start again. A handler that is
-  /// running on another thread is waited for, as with ``Subscription/cancel()``. This
-  /// holds when several threads call it at once, too: each call also ends, and waits
-  /// for, the subscriptions that another call removed and is still ending.
+  /// When this returns, no such handler of this source will start again. A handler
+  /// that is running on another thread is waited for, as with ``Subscription/cancel()``.
+  /// This holds when several threads call it at once, too: each call also ends, and
+  /// waits for, the subscriptions that another call removed and is still ending.
+  ///
+  /// Event sources derived from this one (`map`, `filter`, `compactMap`, `merge`) keep
+  /// following it, and their own subscriptions go on: this ends the subscriptions
+  /// users made on this source, not the links of what is built on it.
+  ///
+  /// ## Concurrency
+  ///
+  /// - **Thread safety:** May be called from any thread, and from inside a handler.
+  /// - **Ordering:** No event sent after this returns reaches an ended subscription.
+  /// - **Reentrancy:** Called from inside a handler of this source, it returns at once
+  ///   for that handler's own subscription, which ends when the handler returns.
+  /// - **Lifetime:** Each ended handler and its captures are released once it is not
+  ///   running.
   ///
   /// - Important: A handler whose subscription has already ended (it cancelled
   ///   itself, or it is a once-only handler) is still waited for while it runs. As with

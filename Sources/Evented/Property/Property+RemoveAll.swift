@@ -2,8 +2,8 @@
 // out so that others can observe, and must not be able to end their subscriptions.
 
 extension Property {
-  /// Ends every subscription of this property, including those made through its
-  /// read-only views (``readOnly``, `$name`).
+  /// Ends every subscription users made on this property, including those made through
+  /// its read-only views (``readOnly``, `$name`).
   ///
   /// ```swift
   /// model.name.removeAllObservers()
@@ -14,8 +14,11 @@ extension Property {
   /// is running on another thread is waited for, as with ``Subscription/cancel()``;
   /// this holds when several threads call it at once, too: each call also ends, and
   /// waits for, the subscriptions that another call removed and is still ending.
-  /// Values derived from this property (`map`, `combineLatest`, `flatMapLatest`) stop
-  /// receiving updates: they follow it through subscriptions that this ends.
+  /// Values derived from this property (`map`, `combineLatest`, `flatMapLatest`) keep
+  /// following it, and their observers keep receiving their updates: this ends the
+  /// subscriptions users made on this property, not the links of what is built on it.
+  /// So ``observerCount`` is 0 afterwards unless a derived value built on this property
+  /// is observed (it counts that value's link).
   ///
   /// ``ReadOnlyProperty`` has no such member: a view lets others observe, and must not
   /// let them end each other's subscriptions.

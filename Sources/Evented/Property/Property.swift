@@ -84,8 +84,9 @@ public final class Property<Value: Sendable>: PropertyProtocol {
   ///   - backlogLimit: How many committed writes may wait for the thread that is
   ///     delivering for this property (1,024 unless given). At the limit, a write or a
   ///     replaying subscribe from a thread that is not running a handler or delivering
-  ///     waits until there is room; see "Overload" in the guarantees guide. Values
-  ///     derived from the property keep this limit for their queue observers.
+  ///     waits until there is room; see "Overload" in the guarantees guide. Observers
+  ///     on a queue are not counted: each holds one waiting value, never more, so no
+  ///     write waits for them.
   @inlinable
   public convenience init(_ value: Value, backlogLimit: Int = 1_024) {
     self.init(value: value, isDuplicate: nil, backlogLimit: backlogLimit)

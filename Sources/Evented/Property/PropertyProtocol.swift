@@ -52,7 +52,21 @@ extension PropertyProtocol {
     _ handler: @escaping @Sendable (Input) -> Void = { _ in }
   ) -> Subscription {
     hub.observe(
-      ownership, reading: reading, on: target, isOnce: isOnce, replay: replay, anchor: anchor, owned: owned, handler)
+      ownership, reading: reading, on: target, isOnce: isOnce, replay: replay, anchor: anchor,
+      merging: target == nil ? nil : updateMerging, owned: owned, handler)
+  }
+
+  /// How an observer on a queue merges its waiting update with a newer one: into one
+  /// from the value it received last to the newest. With duplicates skipped, a merged
+  /// update whose values are equal is no change, and is skipped as an equal write is.
+  @inlinable var updateMerging: Merging<Update<Value>> {
+    let view = readOnly
+    guard let isDuplicate = view.viewed?.isDuplicate ?? view.derived?.isDuplicate else {
+      return Merging(merge: Update.merging)
+    }
+    return Merging(merge: Update.merging) { update in
+      update.isMerged && !update.isInitial && isDuplicate(update.old, update.new)
+    }
   }
 
   /// The number of subscriptions whose owner is alive.

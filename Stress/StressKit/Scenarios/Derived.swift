@@ -57,20 +57,23 @@ import Dispatch
 import Evented
 import Synchronization
 
-/// Checks consecutive values: each must be the previous plus `step`.
+/// Checks consecutive values: each must be the previous plus `step` (for an observer
+/// on a queue, `skipsAhead`, where states coalesce: a later multiple of it).
 final class StepWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: Int?
   private let step: Int
+  private let skipsAhead: Bool
 
-  init(run: ScenarioRun, label: String, step: Int) {
+  init(run: ScenarioRun, label: String, step: Int, skipsAhead: Bool = false) {
     self.step = step
+    self.skipsAhead = skipsAhead
     super.init(run: run, label: label)
   }
 
   func see(_ value: Int) {
     enter()
-    if let previous, value != previous + step {
+    if let previous, skipsAhead ? value <= previous || (value - previous) % step != 0 : value != previous + step {
       run.violation("\(label): saw \(value) right after \(previous)")
     }
     previous = value
@@ -108,15 +111,20 @@ final class PairWatcher: Watcher, @unchecked Sendable {
 }
 
 /// Checks the pairs of one root seen through two paths: every pair must be
-/// `state(n)` for some commit n, and the commits consecutive (each once, in order).
+/// `state(n)` for some commit n, and the commits consecutive (each once, in order; for
+/// an observer on a queue, `skipsAhead`, where states coalesce: only moving forward).
 final class StateWatcher: Watcher, @unchecked Sendable {
   // @unchecked Sendable: `previous` is touched only by the handler; see Watcher.
   private var previous: Int?
   private let commit: @Sendable ((Int, Int)) -> Int?
+  private let skipsAhead: Bool
 
   /// - Parameter commit: The commit a pair is the state of; nil if it is none.
-  init(run: ScenarioRun, label: String, commit: @escaping @Sendable ((Int, Int)) -> Int?) {
+  init(
+    run: ScenarioRun, label: String, skipsAhead: Bool = false, commit: @escaping @Sendable ((Int, Int)) -> Int?
+  ) {
     self.commit = commit
+    self.skipsAhead = skipsAhead
     super.init(run: run, label: label)
   }
 
@@ -126,7 +134,7 @@ final class StateWatcher: Watcher, @unchecked Sendable {
       run.violation("\(label): delivered \(pair), a state that never existed (a glitch)")
       return exit(-1)
     }
-    if let previous, commit != previous + 1 {
+    if let previous, skipsAhead ? commit <= previous : commit != previous + 1 {
       run.violation("\(label): saw commit \(commit) right after \(previous)")
     }
     previous = commit
@@ -360,17 +368,17 @@ let derived = Scenario(
   ]
   for (index, delivery) in [Delivery.synchronous, .queue(queue)].enumerated() {
     let onQueue = index == 1
-    let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2)
+    let steps = StepWatcher(run: run, label: "map observer \(index)", step: 2, skipsAhead: onQueue)
     doubled.observe(with: anchor, on: delivery) { _, value in steps.see(value) }
     let flips = FlipWatcher(run: run, label: "parity observer \(index)")
     parity.observe(with: anchor, on: delivery) { _, value in flips.see(value) }
     let pairs = PairWatcher(run: run, label: "combineLatest observer \(index)")
     pair.observe(with: anchor, on: delivery) { _, value in pairs.see(value) }
-    let diamonds = StateWatcher(run: run, label: "diamond observer \(index)") { pair in
+    let diamonds = StateWatcher(run: run, label: "diamond observer \(index)", skipsAhead: onQueue) { pair in
       pair.0 == 2 * (pair.1 - 1) ? pair.1 - 1 : nil
     }
     diamond.observe(with: anchor, on: delivery) { _, value in diamonds.see(value) }
-    let selves = StateWatcher(run: run, label: "self-combination observer \(index)") { pair in
+    let selves = StateWatcher(run: run, label: "self-combination observer \(index)", skipsAhead: onQueue) { pair in
       pair.0 == pair.1 ? pair.0 : nil
     }
     selfPair.observe(with: anchor, on: delivery) { _, value in selves.see(value) }

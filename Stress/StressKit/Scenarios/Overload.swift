@@ -3,7 +3,9 @@
 // synchronous and a queue observer of a `map` of it, subscribers keep arriving (to the
 // property and to the map), and one thread, the stopper, must get its event through
 // to make the writers pause. Two threads only send, each to a source of its own, the
-// two merged into one event source whose observer is slow.
+// two merged into one event source whose observer is slow. The writers also write a
+// second property, `progress`, whose only observer is on a queue and blocked: each of
+// its calls waits until the writers stop (or a second passes).
 //
 // The counter property is changed only by `modify`, which stamps each value with the
 // next commit number, so stamps follow commit order exactly. Every committed stamp is
@@ -11,19 +13,24 @@
 // commits wait behind the one it receives: that is the backlog it sees.
 //
 // Invariants:
-// - each slow subscription sees the commits consecutively (order) and, when writers
-//   stop, ends on `value` (convergence);
+// - each slow synchronous subscription sees the commits consecutively (order); every
+//   slow subscription, when writers stop, ends on `value` (convergence);
 // - the backlog a synchronous handler sees never exceeds the limit plus one commit per
-//   thread (threads that may wait never queue beyond the limit); the queue handler's
-//   adds at most the limit in its queue; both the map's observers see states only move
-//   forward and end on the value (the map holds one waiting state, not a queue of
-//   them, which the memory check below covers; how old its states are when received
-//   is reported, not checked: a thread subscribing to the map delivers its states too,
-//   nobody waits for that thread, and a state it delivers ages while it is
-//   descheduled); and the
-//   process's memory stays within a few megabytes of where it started;
+//   thread (threads that may wait never queue beyond the limit); the queue observer
+//   holds one waiting state (state coalesces), so it sees states only move forward,
+//   no older than that backlog plus what its queue holds; both the map's observers see
+//   states only move forward and end on the value (each holds one waiting state, not a
+//   queue of them, which the memory check below covers; how old the map's states are
+//   when received is reported, not checked: a thread subscribing to the map delivers
+//   its states too, nobody waits for that thread, and a state it delivers ages while
+//   it is descheduled); and the process's memory stays within a few megabytes of where
+//   it started;
 // - no single `modify`, `observe` or stopper `send` takes longer than a bound far above
 //   the limit times the handlers' cost;
+// - a writer never waits for a state observer on a queue: no write to `progress` takes
+//   longer than a bound far below the second its blocked observer holds each call (a
+//   writer that waited for it would wait that long), and when writers stop, that
+//   observer ends on the final value;
 // - no `send` to a source of the merge runs more than four times the limit of the
 //   merge observer's calls (a turn, plus what the other thread queued before it
 //   claimed the role; measured up to about three times on this machine's 2 cores):
@@ -32,7 +39,7 @@
 // - a handler never runs nested in itself or concurrently with itself.
 //
 // The report adds the peak backlogs, the memory growth and the longest calls to the
-// violations count.
+// violations count, and prints each figure with the bound it is checked against.
 
 import Dispatch
 import Evented
@@ -48,6 +55,14 @@ let overloadLongestCall: UInt64 = 2_000_000_000
 /// Memory growth above this is a violation: the bounded backlogs hold a few hundred
 /// small messages, so anything near this means a queue grows without bound.
 let overloadMemoryGrowth = 256 << 20
+
+/// Writes to `progress` taking longer than this are violations: its observer's queue is
+/// blocked for up to `overloadProgressBlock` at a time, so a writer that waited for it
+/// would take about that long; a write itself takes microseconds.
+let overloadLongestProgressWrite: UInt64 = 250_000_000
+
+/// How long each call of `progress`'s queue observer blocks at most, in nanoseconds.
+let overloadProgressBlock: UInt64 = 1_000_000_000
 
 /// The peak and longest figures, printed after the scenario's line.
 let overloadFigures = Guarded<String>("")
@@ -80,7 +95,7 @@ let overload = Scenario(
     }
     watchers.append(watcher)
   }
-  let queueWatcher = TickWatcher(run: run, label: "slow queue observer", floor: 0)
+  let queueWatcher = PerSourceWatcher(run: run, label: "slow queue observer", stride: Int.max, strictly: true)
   let peakQueueBacklog = Atomic<Int>(0)
   counter.observe(with: anchor, on: .queue(DispatchQueue(label: "overload"))) { _, tick in
     peakQueueBacklog.max(committed.load(ordering: .acquiring) - tick.commit, ordering: .relaxed)
@@ -126,6 +141,21 @@ let overload = Scenario(
     let runner = ThreadState.current.name.load(ordering: .relaxed)
     callsOn.withLock { calls in if calls.indices.contains(runner) { calls[runner] += 1 } }
     spin(microseconds: 20)
+  }
+  // `progress`: written by every writer, observed only on a queue that its observer
+  // blocks until the writers stop.
+  let progress = Property(0, backlogLimit: overloadLimit)
+  let writersStopped = Atomic<Bool>(false)
+  let progressWatcher = PerSourceWatcher(
+    run: run, label: "blocked queue observer of progress", stride: Int.max, strictly: true)
+  let progressDeliveries = Atomic<Int>(0)
+  let progressWrites = Atomic<Int>(0)
+  let longestProgressWrite = Atomic<UInt64>(0)
+  progress.observe(with: anchor, on: .queue(DispatchQueue(label: "overload.progress"))) { _, value in
+    progressWatcher.see(value)
+    progressDeliveries.wrappingAdd(1, ordering: .relaxed)
+    let end = now() + overloadProgressBlock
+    while !writersStopped.load(ordering: .acquiring) && now() < end { spin(microseconds: 200) }
   }
   let startMemory = residentBytes()
   let peakMemory = Atomic<Int>(startMemory)
@@ -189,13 +219,28 @@ let overload = Scenario(
         committed.store(tick.commit, ordering: .releasing)
       }
       longestModify.max(now() - start, ordering: .relaxed)
+      let progressStart = now()
+      progress.modify { $0 += 1 }
+      longestProgressWrite.max(now() - progressStart, ordering: .relaxed)
+      progressWrites.wrappingAdd(1, ordering: .relaxed)
     }
   }
+  writersStopped.store(true, ordering: .releasing)
 
   let value = counter.value.commit
   // The queue observer may still have up to the limit to run.
   _ = run.eventually { queueWatcher.last.load(ordering: .acquiring) == value }
   _ = run.eventually { mapQueueWatcher.last.load(ordering: .acquiring) == value }
+  let finalProgress = progress.value
+  if !run.eventually(within: 5, { progressWatcher.last.load(ordering: .acquiring) == finalProgress }) {
+    run.violation(
+      "the blocked queue observer of progress last saw \(progressWatcher.last.load(ordering: .acquiring)), "
+        + "but the value is \(finalProgress)")
+  }
+  let longestProgress = longestProgressWrite.load(ordering: .relaxed)
+  if longestProgress > overloadLongestProgressWrite {
+    run.violation("a write to progress took \(longestProgress / 1_000_000) ms: a writer waited for a queue observer")
+  }
   let all: [Watcher] = watchers + [queueWatcher, mapWatcher, mapQueueWatcher]
   for watcher in all where watcher.last.load(ordering: .acquiring) != value {
     run.violation("\(watcher.label) last saw \(watcher.last.load(ordering: .acquiring)), but the value is \(value)")
@@ -209,8 +254,9 @@ let overload = Scenario(
   // in commits, when its observers received it.
   let peakMapQueue = peakMapQueueBacklog.load(ordering: .relaxed)
   let peakQueue = peakQueueBacklog.load(ordering: .relaxed)
-  // Up to the limit in the queue, and up to the limit in the source's backlog behind
-  // the slow synchronous handlers, waiting to enter it.
+  // One waiting state in the queue, and up to the limit in the source's backlog behind
+  // the slow synchronous handlers, waiting to enter it (checked against twice the
+  // limit, the bound from when the queue held up to the limit).
   if peakQueue > 2 * overloadLimit + run.threads {
     run.violation("the queue handler saw \(peakQueue) commits waiting, above twice the limit of \(overloadLimit)")
   }
@@ -236,7 +282,11 @@ let overload = Scenario(
       + "longest modify \(longestModify.load(ordering: .relaxed) / 1_000) µs, "
       + "observe \(longestObserve.load(ordering: .relaxed) / 1_000) µs, "
       + "stopper send \(longestStop.load(ordering: .relaxed) / 1_000) µs (each ≤ \(overloadLongestCall / 1_000) µs), "
-      + "merge observer calls in one send \(mostCalls) (≤ \(4 * overloadLimit)); "
+      + "merge observer calls in one send \(mostCalls) (≤ \(4 * overloadLimit)), "
+      + "longest write to progress \(longestProgress / 1_000) µs (≤ \(overloadLongestProgressWrite / 1_000) µs; "
+      + "its queue observer blocks up to \(overloadProgressBlock / 1_000) µs per call), "
+      + "progress's observer ended on the final value \(finalProgress) (= value) after "
+      + "\(progressDeliveries.load(ordering: .relaxed)) calls for \(progressWrites.load(ordering: .relaxed)) writes; "
       + "reported: age in commits of a map's states \(peakMap), on a queue \(peakMapQueue); \(value) commits"
   }
   withExtendedLifetime(anchor) {}

@@ -59,6 +59,15 @@ enum EventSubjectKind: String, CaseIterable, Sendable, CustomStringConvertible {
 
   /// Whether the subject is observed through a derived source, which commits an event
   /// when its own source delivers it.
+  /// Whether the subject is state (a property, seen as events): an observer of it on
+  /// a queue receives the newest state, not every one.
+  var isState: Bool {
+    switch self {
+    case .property, .propertyView, .propertyMapped: true
+    case .eventSource, .eventSourceView, .eventSourceMapped, .eventSourceMerged: false
+    }
+  }
+
   var isDerived: Bool {
     switch self {
     case .eventSource, .eventSourceView, .property, .propertyView: false

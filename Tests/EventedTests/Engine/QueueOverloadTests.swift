@@ -4,28 +4,31 @@ import Testing
 
 @testable import Evented
 
-/// The overload bound for subscriptions that deliver on a dispatch queue.
+/// The overload bound for event subscriptions that deliver on a dispatch queue (state
+/// observers on a queue coalesce instead: StateCoalescingTests).
 @Suite struct QueueOverloadTests {
   @Test func overloadAQueueSubscriptionHoldsAtMostTheBacklogLimit() async {
-    // The handler is held until the writer has committed `limit` values, then runs
-    // slowly; it measures how many committed values wait behind the one it receives.
+    // The handler is held until the sender has sent `limit` events, then runs slowly;
+    // it measures how many sent events wait behind the one it receives.
     let limit = 8
-    let property = Property(0, backlogLimit: limit)
+    let source = EventSource<Int>(backlogLimit: limit)
     let queue = DispatchQueue(label: "slow")
     let reachedLimit = Gate()
+    let sent = Atomic<Int>(0)
     let peakBacklog = Atomic<Int>(0)
     let last = Number(-1)
-    let subscription = property.observeChanges(on: .queue(queue)) { change in
+    let subscription = source.observe(on: .queue(queue)) { event in
       reachedLimit.wait()
-      peakBacklog.max(property.value - change.newValue, ordering: .relaxed)
-      last.store(change.newValue)
+      peakBacklog.max(sent.load(ordering: .acquiring) - event, ordering: .relaxed)
+      last.store(event)
       work(microseconds: 20)
     }
     #expect(
       completesOnAnotherThread {
-        for value in 1...400 {
-          property.value = value
-          if value == limit { reachedLimit.open() }
+        for event in 1...400 {
+          sent.store(event, ordering: .releasing)
+          source.send(event)
+          if event == limit { reachedLimit.open() }
         }
       })
     #expect(await settles { last.value == 400 })
@@ -58,63 +61,78 @@ import Testing
   }
 
   @Test func overloadCodeRunningOnTheDeliveryQueueNeverWaitsForIt() async {
-    // A block on the subscription's own queue writes far beyond the limit: the
-    // handler cannot run before the block returns, so waiting would never end.
-    let property = Property(0, backlogLimit: 2)
+    // A block on the subscription's own queue sends far beyond the limit: the handler
+    // cannot run before the block returns, so waiting would never end.
+    let source = EventSource<Int>(backlogLimit: 2)
     let queue = DispatchQueue(label: "shared")
     let last = Number(-1)
-    let subscription = property.observeChanges(on: .queue(queue)) { last.store($0.newValue) }
-    #expect(completesOnAnotherThread { queue.sync { for value in 1...50 { property.value = value } } })
+    let subscription = source.observe(on: .queue(queue)) { last.store($0) }
+    #expect(completesOnAnotherThread { queue.sync { for event in 1...50 { source.send(event) } } })
     let targeting = DispatchQueue(label: "targeting", target: queue)
-    #expect(completesOnAnotherThread { targeting.sync { for value in 51...100 { property.value = value } } })
+    #expect(completesOnAnotherThread { targeting.sync { for event in 51...100 { source.send(event) } } })
     #expect(await settles { last.value == 100 })
     subscription.cancel()
   }
 
   /// The same from a block of a queue that targets the delivery queue, when that queue
   /// is itself used for a delivery (it then carries a mark of its own, which the lookup
-  /// of the current queue found first, and the writer waited for its own queue).
+  /// of the current queue found first, and the sender waited for its own queue).
   @Test func overloadCodeRunningOnAQueueThatTargetsTheDeliveryQueueNeverWaitsForIt() async {
     let base = DispatchQueue(label: "base")
     let child = DispatchQueue(label: "child", target: base)
-    let property = Property(0, backlogLimit: 1)
+    let source = EventSource<Int>(backlogLimit: 1)
     let last = Number(-1)
-    let subscription = property.observe(on: .queue(base)) { last.store($0) }
-    let other = Property(0).observe(on: .queue(child)) { _ in }  // marks `child`
-    let wrote = Gate()
+    let subscription = source.observe(on: .queue(base)) { last.store($0) }
+    let other = EventSource<Int>().observe(on: .queue(child)) { _ in }  // marks `child`
+    let sent = Gate()
     child.async {
-      for value in 1...20 { property.value = value }
-      wrote.open()
+      for event in 1...20 { source.send(event) }
+      sent.open()
     }
-    #expect(wrote.wait())
+    #expect(sent.wait())
     #expect(await settles { last.value == 20 })
     subscription.cancel()
     other.cancel()
   }
 
-  @Test func overloadAQueueHandlerWritingItsOwnSourceNeverWaits() async {
-    let property = Property(0, backlogLimit: 1)
+  @Test func overloadAQueueHandlerSendingToItsOwnSourceNeverWaits() async {
+    let source = EventSource<Int>(backlogLimit: 1)
     let last = Number(-1)
-    let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "writer"))) { change in
-      if change.newValue < 100 { property.value = change.newValue + 1 }
-      last.store(change.newValue)
+    let subscription = source.observe(on: .queue(DispatchQueue(label: "sender"))) { event in
+      if event < 100 { source.send(event + 1) }
+      last.store(event)
     }
-    #expect(completesOnAnotherThread { property.value = 1 })
+    #expect(completesOnAnotherThread { source.send(1) })
     #expect(await settles { last.value == 100 })
     subscription.cancel()
   }
 
-  @Test func overloadAWriterWaitingForAQueueDoesNotHoldTheLock() async {
-    // The queue's handler reads the value while the writer waits for room.
-    let property = Property(0, backlogLimit: 2)
+  @Test func overloadASenderWaitingForAQueueDoesNotHoldTheLock() async {
+    // The queue's handler takes the source's lock while the sender waits for room.
+    let source = EventSource<Int>(backlogLimit: 2)
     let reads = Number(0)
-    let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "reader"))) { _ in
-      _ = property.value
+    let subscription = source.observe(on: .queue(DispatchQueue(label: "reader"))) { _ in
+      _ = source.observerCount
       reads.increment()
       work(microseconds: 50)
     }
-    #expect(completesOnAnotherThread { for value in 1...100 { property.value = value } })
+    #expect(completesOnAnotherThread { for event in 1...100 { source.send(event) } })
     #expect(await settles { reads.value == 100 })
+    subscription.cancel()
+  }
+
+  @Test func overloadAWriterNeverWaitsForAPropertyObserverOnAQueue() async {
+    // A state observer on a queue holds one waiting state: the limit never applies.
+    let property = Property(0, backlogLimit: 1)
+    let release = Gate()
+    let last = Number(-1)
+    let subscription = property.observeChanges(on: .queue(DispatchQueue(label: "slow"))) { change in
+      release.wait()
+      last.store(change.newValue)
+    }
+    #expect(completesOnAnotherThread { for value in 1...400 { property.value = value } })
+    release.open()
+    #expect(await settles { last.value == 400 })
     subscription.cancel()
   }
 }

@@ -109,3 +109,49 @@ import Testing
     withExtendedLifetime(subscription) {}
   }
 }
+
+@Suite struct RemoveAllObserversLeavesDerivedValuesTests {
+  @Test func removeAllObserversLeavesDerivedValuesFollowing() {
+    let count = Property(1)
+    let doubled = count.map { $0 * 2 }
+    let seen = Recorder<Int>()
+    let derived = doubled.observe { seen.append($0) }
+    let direct = count.observe { _ in }
+    count.removeAllObservers()
+    #expect(!direct.isActive)
+    #expect(derived.isActive)
+    count.value = 3
+    #expect(seen.values == [2, 6])
+    #expect(doubled.value == 6)
+    let later = Recorder<Int>()
+    let laterSubscription = doubled.observe { later.append($0) }
+    count.value = 4
+    #expect(later.values == [6, 8])
+    #expect(seen.values == [2, 6, 8])
+    withExtendedLifetime((derived, laterSubscription)) {}
+  }
+
+  @Test func removeAllObserversLeavesDerivedEventSourcesFollowing() {
+    let taps = EventSource<Int>()
+    let doubled = taps.map { $0 * 2 }
+    let seen = Recorder<Int>()
+    let derived = doubled.observe { seen.append($0) }
+    let direct = taps.observe { _ in }
+    taps.removeAllObservers()
+    #expect(!direct.isActive)
+    taps.send(5)
+    #expect(seen.values == [10])
+    withExtendedLifetime(derived) {}
+  }
+
+  @Test func removeAllObserversOfAnArrayLeavesValuesDerivedFromItsViewFollowing() {
+    let friends = ArrayProperty(["Ann"])
+    let title = friends.readOnly.map { "\($0.count) friends" }
+    let seen = Recorder<String>()
+    let subscription = title.observe { seen.append($0) }
+    friends.removeAllObservers()
+    friends.append("Bob")
+    #expect(seen.values == ["1 friends", "2 friends"])
+    withExtendedLifetime(subscription) {}
+  }
+}
