@@ -262,40 +262,4 @@ extension Collection where Element: PropertyProtocol {
   @inlinable public func combineLatest() -> ReadOnlyProperty<[Element.Value]> where Element.Value: Equatable {
     derivedArray(isDuplicate: { $0 == $1 })
   }
-
-  @inlinable func derivedArray(
-    isDuplicate: (@Sendable ([Element.Value], [Element.Value]) -> Bool)?
-  ) -> ReadOnlyProperty<[Element.Value]> {
-    let sources = map { $0.readOnly }
-    if sources.isEmpty { return ReadOnlyProperty(constant: []) }
-    let node = DerivedProperty(upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate) { snapshot in
-      sources.map { $0.evaluate(in: snapshot) }
-    }
-    return ReadOnlyProperty(derived: node)
-  }
-}
-
-extension PropertyProtocol {
-  @inlinable func derivedMap<T: Sendable>(
-    _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
-  ) -> ReadOnlyProperty<T> {
-    let source = readOnly
-    let node = DerivedProperty(upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate) {
-      snapshot in transform(source.evaluate(in: snapshot))
-    }
-    return ReadOnlyProperty(derived: node)
-  }
-
-  @inlinable func derivedPair<Other: PropertyProtocol>(
-    _ other: Other, isDuplicate: (@Sendable ((Value, Other.Value), (Value, Other.Value)) -> Bool)?
-  ) -> ReadOnlyProperty<(Value, Other.Value)> {
-    let first = readOnly
-    let second = other.readOnly
-    let node = DerivedProperty(
-      upstream: [first.computedNode, second.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
-    ) {
-      snapshot in (first.evaluate(in: snapshot), second.evaluate(in: snapshot))
-    }
-    return ReadOnlyProperty(derived: node)
-  }
 }

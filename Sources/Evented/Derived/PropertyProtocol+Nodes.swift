@@ -1,7 +1,31 @@
-// `flatMapLatest`: a computed value that reads its outer source, then the target the
-// outer value picks, in one snapshot, and keeps that target alive.
+// How each derived operator builds its computed value (DerivedProperty.swift): `map`
+// and `combineLatest` read their sources in one snapshot; `flatMapLatest` reads its
+// outer source, then the target the outer value picks, and keeps that target alive.
 
 extension PropertyProtocol {
+  @inlinable func derivedMap<T: Sendable>(
+    _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
+  ) -> ReadOnlyProperty<T> {
+    let source = readOnly
+    let node = DerivedProperty(upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate) {
+      snapshot in transform(source.evaluate(in: snapshot))
+    }
+    return ReadOnlyProperty(derived: node)
+  }
+
+  @inlinable func derivedPair<Other: PropertyProtocol>(
+    _ other: Other, isDuplicate: (@Sendable ((Value, Other.Value), (Value, Other.Value)) -> Bool)?
+  ) -> ReadOnlyProperty<(Value, Other.Value)> {
+    let first = readOnly
+    let second = other.readOnly
+    let node = DerivedProperty(
+      upstream: [first.computedNode, second.computedNode].compactMap { $0 }, isDuplicate: isDuplicate
+    ) {
+      snapshot in (first.evaluate(in: snapshot), second.evaluate(in: snapshot))
+    }
+    return ReadOnlyProperty(derived: node)
+  }
+
   /// Builds a `flatMapLatest`: `select` picks the target for an outer value (nil for
   /// none, which reads as `missing`), `wrap` turns a target's value into the result's.
   /// A computed value like the others: it reads the outer source and then the target
@@ -57,5 +81,18 @@ final class TargetKeeper: Sendable {
     var taken: (target: (any Sendable)?, node: (any EvaluatedNode)?) = (nil, nil)
     current.withLock { swap(&$0, &taken) }
     return taken.node
+  }
+}
+
+extension Collection where Element: PropertyProtocol {
+  @inlinable func derivedArray(
+    isDuplicate: (@Sendable ([Element.Value], [Element.Value]) -> Bool)?
+  ) -> ReadOnlyProperty<[Element.Value]> {
+    let sources = map { $0.readOnly }
+    if sources.isEmpty { return ReadOnlyProperty(constant: []) }
+    let node = DerivedProperty(upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate) { snapshot in
+      sources.map { $0.evaluate(in: snapshot) }
+    }
+    return ReadOnlyProperty(derived: node)
   }
 }
