@@ -23,13 +23,17 @@ extension DerivedProperty {
   /// The value in `snapshot`: the memo if the snapshot holds the versions it read,
   /// else the body's, remembered for the next read if the state held.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
-    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads) { return known.value }
+    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads, pinningAll: readsFixedRoots) {
+      return known.value
+    }
     return compute(in: snapshot).0
   }
 
   /// ``evaluate(in:)`` at the top of a snapshot (no frame open), and what it read.
   @inlinable func evaluateRecording(in snapshot: Snapshot) -> (Value, Reads) {
-    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads) { return (known.value, known.reads) }
+    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads, pinningAll: readsFixedRoots) {
+      return (known.value, known.reads)
+    }
     return compute(in: snapshot)
   }
 

@@ -95,6 +95,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let keeper: TargetKeeper?
   /// The length of the longest chain of computed nodes from a root to this one.
   @usableFromInline let height: Int
+  /// Whether every evaluation reads the same roots: no `flatMapLatest` here or below.
+  @usableFromInline let readsFixedRoots: Bool
   /// Observation's view of this value (see ObservationSite.swift).
   @usableFromInline let observation = ObservationSlot()
 
@@ -115,12 +117,13 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
         return true
       }
       guard let known = node.memo.withLock({ $0?.reads }) else { return false }
-      return snapshot.matches(known)
+      return snapshot.matches(known, pinningAll: node.readsFixedRoots)
     }
     self.isDuplicate = isDuplicate
     sources = upstream
     self.keeper = keeper
     height = Self.height(above: upstream)
+    readsFixedRoots = keeper == nil && upstream.allSatisfy(\.readsFixedRoots)
     self.body = body
     // Made inside a transaction, the node starts from the state other threads see: the
     // state this thread sees may hold part of the transaction, which neither the
@@ -173,6 +176,8 @@ protocol EvaluatedNode: AnyObject, Sendable {
   var upstream: [any EvaluatedNode] { get }
   /// The length of the longest chain of computed nodes from a root to this one.
   var height: Int { get }
+  /// Whether every evaluation reads the same roots: no `flatMapLatest` here or below.
+  var readsFixedRoots: Bool { get }
   /// Computes the node in `snapshot`, whose memo was found not to hold its value there,
   /// leaving the value in its memo.
   func computeIntoMemo(_ snapshot: Snapshot)

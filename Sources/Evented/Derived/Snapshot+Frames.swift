@@ -39,15 +39,20 @@ extension Snapshot {
   }
 
   /// Whether `reads` are this snapshot's state of their roots: pins each in order (as
-  /// the evaluation that read them did) and stops at the first whose pinned version
-  /// differs. If they match, they count as read by the open frames; if not, nothing
-  /// does, and the evaluation that follows records what it reads itself.
-  @inlinable func matches(_ reads: Reads) -> Bool {
+  /// the evaluation that read them did). If they match, they count as read by the open
+  /// frames; if not, nothing does, and the evaluation that follows records what it
+  /// reads itself. With `pinningAll` (a value that reads the same roots every time),
+  /// the roots after the first that differs are pinned too, with the root objects the
+  /// reads keep: the evaluation reads them next, and would otherwise make a property's
+  /// root anew.
+  @inlinable func matches(_ reads: Reads, pinningAll: Bool = false) -> Bool {
     let start = trail.count
-    for entry in reads.entries {
-      let index = find(entry.identity) ?? pinNew(entry.root)
-      guard pins[index].version == entry.version else {
+    for position in reads.entries.indices {
+      let index = find(reads.entries[position].identity) ?? pinNew(reads.entries[position].root)
+      guard pins[index].version == reads.entries[position].version else {
         if frames > 0 { trail.removeLast(trail.count - start) }
+        guard pinningAll else { return false }
+        for later in reads.entries[(position + 1)...] where find(later.identity) == nil { _ = pinNew(later.root) }
         return false
       }
       if frames > 0 { trail.append(Int32(truncatingIfNeeded: index)) }
