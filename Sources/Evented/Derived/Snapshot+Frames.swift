@@ -15,7 +15,7 @@ extension Snapshot {
     if trail.count - start == 1 {
       // One read (a map of one root): nothing to list once.
       let index = Int(trail[start])
-      if frames == 0 { trail.removeAll(keepingCapacity: true) }
+      if frames == 0 { clearTrail() }
       return Reads(
         entries: [Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
     }
@@ -34,8 +34,14 @@ extension Snapshot {
         Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
     }
     trail.removeLast(trail.count - kept)
-    if frames == 0 { trail.removeAll(keepingCapacity: true) }
+    if frames == 0 { clearTrail() }
     return reads
+  }
+
+  /// Empties `trail`, keeping its capacity: one read is removed alone, since
+  /// `removeAll(keepingCapacity:)` goes through the general `replaceSubrange`.
+  @inlinable func clearTrail() {
+    if trail.count == 1 { trail.removeLast() } else if !trail.isEmpty { trail.removeAll(keepingCapacity: true) }
   }
 
   /// Whether `reads` are this snapshot's state of their roots: pins each in order (as

@@ -246,7 +246,7 @@ final class Snapshot {
     // `replaceSubrange`, several times dearer for the one or two pins usually here.
     while !pins.isEmpty { pins.removeLast() }
     while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
-    if !trail.isEmpty { trail.removeAll(keepingCapacity: true) }
+    clearTrail()
     frames = 0
   }
 
