@@ -73,19 +73,21 @@ extension DerivedProperty {
   /// below the top, not every node of the chain).
   @usableFromInline static func evaluateUpstream(_ upstream: [any EvaluatedNode], in snapshot: Snapshot) {
     snapshot.isEvaluatingUpstream = true
-    defer { snapshot.isEvaluatingUpstream = false }
+    defer {
+      snapshot.isEvaluatingUpstream = false
+      snapshot.forgetMet()
+    }
     // Post-order without recursion: a node comes after every node it reads.
     var order: [any EvaluatedNode] = []
-    var visited = Set<ObjectIdentifier>()
     var stack: [(node: any EvaluatedNode, expanded: Bool)] = upstream.map { ($0, false) }
     while let (next, expanded) = stack.popLast() {
       if expanded {
         order.append(next)
         continue
       }
-      guard visited.insert(ObjectIdentifier(next)).inserted, !next.isMemoized(in: snapshot) else { continue }
+      guard snapshot.meet(ObjectIdentifier(next)), !next.isMemoized(in: snapshot) else { continue }
       stack.append((next, true))
-      for below in next.upstream where !visited.contains(ObjectIdentifier(below)) { stack.append((below, false)) }
+      for below in next.upstream { stack.append((below, false)) }
     }
     for each in order { each.computeIntoMemo(snapshot) }
   }
