@@ -15,7 +15,9 @@ extension Hub {
   /// Inside a transaction, a source's write (`isSource`) is kept for the transaction's
   /// commit instead (Transaction.swift); a derived value's commit never is.
   ///
-  /// - Returns: false if `next` was a duplicate and nothing changed.
+  /// - Returns: Whether a change was committed now: false if `next` was a duplicate,
+  ///   or if the write was kept for the running transaction, whose commit notifies
+  ///   Observation (or, rolled back, notifies nobody).
   @inlinable @discardableResult
   func change(
     _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?,
@@ -31,7 +33,7 @@ extension Hub {
       let running = DeliveringThread.existing?.pointee.transaction
     {
       writeInTransaction(token, next, running, isDuplicate: isDuplicate)
-      return true
+      return false
     }
     HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {

@@ -30,6 +30,8 @@
 //   value before the transaction; an array: one changeset of every change in order;
 //   an event source: each event sent), in the order of their first writes, releases
 //   the token, and delivers, as the end of a delivery frame does (DeliveringThread.swift).
+//   A property's Observation scopes are notified then too, after that frame
+//   (`ObservationSlot.committedAfterFrame`), never at a write inside the transaction.
 // - If the closure throws, the sources get their values and versions from before back
 //   while every other thread still reads those, and nothing is committed: no thread
 //   ever saw the discarded writes. A nested transaction that throws restores what it
@@ -249,7 +251,8 @@ final class RunningTransaction {
 ///   of their first writes; an observer of `x.combineLatest(y)` receives one update.
 /// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and nothing
 ///   is delivered during `body`; observers receive the commits after the outermost
-///   transaction ends.
+///   transaction ends, and Observation scopes fire then, once (never for a transaction
+///   that throws).
 /// - **Lifetime:** Keeps nothing after it returns.
 ///
 /// - Important: `body` must not wait for another thread that writes to a source it

@@ -1,3 +1,4 @@
+import Observation
 import Synchronization
 import Testing
 
@@ -239,6 +240,51 @@ import Testing
       #expect(finished)
       #expect(a.value + b.value == 1)
     }
+  }
+
+  /// A transaction that throws changed nothing, so no Observation scope that read what
+  /// it wrote fires; the scope still fires at the next real change.
+  @Test func throwingTransactionNotifiesNoObservationScope() {
+    let x = Property(0)
+    let items = ArrayProperty([0])
+    let fired = Counter()
+    _ = withObservationTracking { x.value + items.count } onChange: { fired.increment() }
+    #expect(throws: Failure.self) {
+      try transaction {
+        x.value = 1
+        items.append(1)
+        throw Failure()
+      }
+    }
+    #expect(throws: Failure.self) {
+      try transaction {
+        x.modify { $0 = 5 }
+        x.value += 1
+        throw Failure()
+      }
+    }
+    #expect(fired.value == 0)
+    x.value = 2
+    #expect(fired.wait(for: 1))
+  }
+
+  /// A transaction's writes notify Observation when it commits, once, and not while it
+  /// runs: `onChange` reads the final value.
+  @Test func transactionNotifiesObservationOnceWhenItCommits() {
+    let x = Property(0)
+    let seen = Recorder<Int>()
+    let fired = Counter()
+    _ = withObservationTracking { x.value } onChange: {
+      seen.append(x.value)
+      fired.increment()
+    }
+    transaction {
+      x.value = 1
+      #expect(fired.value == 0)
+      x.value = 2
+    }
+    #expect(fired.value == 1)
+    #expect(seen.values == [2])
   }
 
   @Test func transactionOfAnotherThreadWaitsForTheOpenOne() {
