@@ -31,7 +31,9 @@
 //   an event source: each event sent), in the order of their first writes, releases
 //   the token, and delivers, as the end of a delivery frame does (DeliveringThread.swift).
 //   A property's Observation scopes are notified then too, after that frame
-//   (`ObservationSlot.committedAfterFrame`), never at a write inside the transaction.
+//   (`ObservationSlot.committedAfterFrame`), never at a write inside the transaction. A
+//   subscription made inside the transaction replays the state from before it
+//   (`HubState.earlierOfOwnTransaction`), which the commit follows: no change twice.
 // - If the closure throws, the sources get their values and versions from before back
 //   while every other thread still reads those, and nothing is committed: no thread
 //   ever saw the discarded writes. A nested transaction that throws restores what it
@@ -104,6 +106,9 @@ class TransactionRecord: TransactionStep {
 
   /// The value before the transaction, for a snapshot (Snapshot.swift).
   @usableFromInline var earlier: any Sendable { fatalError("Evented: a record without a value") }
+
+  /// The stored value before the transaction, for a replay (Hub+Subscribers.swift).
+  @usableFromInline var earlierStored: Any { earlier }
 
   /// Whether the thread `me` reads the state from before the transaction: it is open,
   /// and it is not `me`'s.
@@ -252,7 +257,8 @@ final class RunningTransaction {
 /// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and nothing
 ///   is delivered during `body`; observers receive the commits after the outermost
 ///   transaction ends, and Observation scopes fire then, once (never for a transaction
-///   that throws).
+///   that throws). An observer subscribed inside `body` first receives the state from
+///   before the transaction, then its commit.
 /// - **Lifetime:** Keeps nothing after it returns.
 ///
 /// - Important: `body` must not wait for another thread that writes to a source it
@@ -348,6 +354,15 @@ extension HubState {
   @inlinable func visibleVersion(to me: UInt, current: UInt64) -> UInt64 {
     if let record = core?.pointee.transaction, record.hides(from: me) { return record.earlierVersion }
     return current
+  }
+
+  /// The stored value before the calling thread's open transaction, if it wrote this
+  /// source: what a replay gives a subscription made inside the transaction, whose
+  /// commit then delivers the change once. Called under the lock, by a thread that
+  /// waited for every other thread's transaction (``Hub/lockForCommit()``).
+  @inlinable func earlierOfOwnTransaction() -> Stored? {
+    guard let record = core?.pointee.transaction, record.mark.isOpen.load(ordering: .acquiring) else { return nil }
+    return record.earlierStored as? Stored
   }
 
   /// The record of an open transaction that hides this source from the calling thread.

@@ -107,6 +107,11 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   }
 
   @usableFromInline override var earlier: any Sendable { earlierElements }
+  @usableFromInline override var earlierStored: Any {
+    var store = ArrayStore(earlierElements)
+    store.version = earlierVersion
+    return store
+  }
 
   @usableFromInline override func settle() { work(self, .settle) }
   @usableFromInline override func commit() { work(self, .commit) }
