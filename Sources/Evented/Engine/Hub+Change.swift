@@ -81,9 +81,11 @@ extension Hub {
   }
 
   /// The value the calling thread reads: the one before an open transaction of another
-  /// thread that wrote it, else the stored one.
+  /// thread that wrote it, else the stored one. Inside a transaction, the read is
+  /// recorded (TransactionReads.swift).
   @inlinable func readVisible() -> Stored where Message == Update<Stored> {
     storage.withLock { state in
+      noteRead(&state)
       if let record = state.hidingRecord { return unsafeDowncast(record, to: PropertyWrite<Stored>.self).earlierValue }
       return state.stored
     }
