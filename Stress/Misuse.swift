@@ -71,6 +71,29 @@ let misuses: [Misuse] = [
       }
     }
   },
+  Misuse(name: "transaction-read-and-modify-wait-for-each-other", expected: "which it read") {
+    // A transaction read `first` and goes on to modify `second`, whose lock another
+    // thread holds in `modify` while it writes `first`.
+    let first = Property(0)
+    let second = Property(0)
+    let read = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      transaction {
+        _ = first.value
+        read.signal()
+        held.wait()
+        second.modify { $0 += 1 }
+      }
+    }
+    DispatchQueue.global().async {
+      read.wait()
+      second.modify { value in
+        held.signal()
+        first.value = value
+      }
+    }
+  },
   Misuse(name: "transactions-wait-for-each-other", expected: "to begin a transaction") {
     // A thread begins a transaction inside `modify` of `second` while the open
     // transaction of another thread goes on to write `second`.

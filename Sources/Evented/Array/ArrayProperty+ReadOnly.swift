@@ -79,16 +79,23 @@ final class ArrayRoot<Element: Sendable>: Root {
   @usableFromInline var backlogLimit: Int { hub.backlogLimit }
 
   // Both read the state before an open transaction of another thread that wrote the
-  // array, as a property's root does (Transaction.swift).
+  // array, as a property's root does (Transaction.swift); a transaction's read is
+  // recorded (TransactionReads.swift).
 
   @usableFromInline func pin(for reader: Snapshot.Reader) -> (version: UInt64, value: any Sendable) {
     let me = reader.threadID
-    return hub.storage.withLock { state in state.visible(to: me) { ($0.stored.version, $0.stored.share()) } }
+    return hub.storage.withLock { state in
+      hub.noteRead(&state, by: me)
+      return state.visible(to: me) { ($0.stored.version, $0.stored.share()) }
+    }
   }
 
   @usableFromInline func version(for reader: Snapshot.Reader) -> UInt64 {
     let me = reader.threadID
-    return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.stored.version) }
+    return hub.storage.withLock { state in
+      hub.noteRead(&state, by: me)
+      return state.visibleVersion(to: me, current: state.stored.version)
+    }
   }
 
   /// None: an array's version is its store's, written under the lock only.

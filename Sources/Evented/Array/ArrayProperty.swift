@@ -109,7 +109,10 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   public var value: [Element] {
     get {
       registerAccess()
-      return hub.storage.withLock { $0.hiddenElements() ?? $0.stored.share() }
+      return hub.storage.withLock { state in
+        hub.noteRead(&state)
+        return state.hiddenElements() ?? state.stored.share()
+      }
     }
     set { assign(newValue) }
   }
@@ -118,14 +121,20 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
   @inlinable
   public var count: Int {
     registerAccess()
-    return hub.storage.withLock { $0.hiddenElements()?.count ?? $0.stored.elements.count }
+    return hub.storage.withLock { state in
+      hub.noteRead(&state)
+      return state.hiddenElements()?.count ?? state.stored.elements.count
+    }
   }
 
   /// Whether the array is empty.
   @inlinable
   public var isEmpty: Bool {
     registerAccess()
-    return hub.storage.withLock { $0.hiddenElements()?.isEmpty ?? $0.stored.elements.isEmpty }
+    return hub.storage.withLock { state in
+      hub.noteRead(&state)
+      return state.hiddenElements()?.isEmpty ?? state.stored.elements.isEmpty
+    }
   }
 
   /// The element at `index`. Setting it replaces that element (one `replace` change).
@@ -137,6 +146,7 @@ public final class ArrayProperty<Element: Sendable>: Sendable {
     get {
       registerAccess()
       let element = hub.storage.withLock { state -> Element? in
+        hub.noteRead(&state)
         let elements = state.hiddenElements() ?? state.stored.elements
         return index >= 0 && index < elements.count ? elements[index] : nil
       }

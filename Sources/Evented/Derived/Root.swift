@@ -49,9 +49,13 @@ extension Root {
 /// The version in `word`, loaded without the lock; nil if there is no word, or if an
 /// open transaction may hide the latest commits from this thread (`HubState.mayHideBit`,
 /// set before any of them is counted): then the version must be read under the root's
-/// lock, where the transaction's record decides (Transaction.swift).
+/// lock, where the transaction's record decides (Transaction.swift). Nil as well on the
+/// thread of the open transaction, whose reads are recorded under the lock
+/// (TransactionReads.swift).
 @inlinable func unlockedVersion(_ word: UnsafePointer<Atomic<UInt64>>?) -> UInt64? {
   guard let word else { return nil }
+  let thread = transactionThread.load(ordering: .relaxed)
+  if thread != 0, thread == currentThreadID() { return nil }
   let bits = word.pointee.load(ordering: .acquiring)
   return bits & versionMayHideBit == 0 ? bits : nil
 }
@@ -89,13 +93,20 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
     self.hub = hub
     self.notifying = notifying
     self.lazy = lazy
+    // A transaction's read of the root is recorded (TransactionReads.swift).
     pinning = { hub, reader in
       let me = reader.threadID
-      return hub.storage.withLock { $0.visible(to: me) }
+      return hub.storage.withLock { state in
+        hub.noteRead(&state, by: me)
+        return state.visible(to: me)
+      }
     }
     versioning = { hub, reader in
       let me = reader.threadID
-      return hub.storage.withLock { $0.visibleVersion(to: me, current: $0.version) }
+      return hub.storage.withLock { state in
+        hub.noteRead(&state, by: me)
+        return state.visibleVersion(to: me, current: state.version)
+      }
     }
     wordAddress = UInt(bitPattern: hub.versionWord)
   }

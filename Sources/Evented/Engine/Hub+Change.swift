@@ -15,7 +15,9 @@ extension Hub {
   /// Inside a transaction, a source's write (`isSource`) is kept for the transaction's
   /// commit instead (Transaction.swift); a derived value's commit never is.
   ///
-  /// - Returns: false if `next` was a duplicate and nothing changed.
+  /// - Returns: Whether a change was committed now: false if `next` was a duplicate,
+  ///   or if the write was kept for the running transaction, whose commit notifies
+  ///   Observation (or, rolled back, notifies nobody).
   @inlinable @discardableResult
   func change(
     _ token: consuming Token, to next: Stored, isDuplicate: (@Sendable (Stored, Stored) -> Bool)?,
@@ -31,7 +33,7 @@ extension Hub {
       let running = DeliveringThread.existing?.pointee.transaction
     {
       writeInTransaction(token, next, running, isDuplicate: isDuplicate)
-      return true
+      return false
     }
     HubState.countCommit(token.state)
     guard let recipients = token.state.pointee.recipientsOfCommit() else {
@@ -79,9 +81,11 @@ extension Hub {
   }
 
   /// The value the calling thread reads: the one before an open transaction of another
-  /// thread that wrote it, else the stored one.
+  /// thread that wrote it, else the stored one. Inside a transaction, the read is
+  /// recorded (TransactionReads.swift).
   @inlinable func readVisible() -> Stored where Message == Update<Stored> {
     storage.withLock { state in
+      noteRead(&state)
       if let record = state.hidingRecord { return unsafeDowncast(record, to: PropertyWrite<Stored>.self).earlierValue }
       return state.stored
     }

@@ -6,14 +6,21 @@
 
 extension Hub {
   /// Adds `entry`; if `replay` is given, first delivers its message to `entry` alone,
-  /// taken from the stored value at the same instant.
+  /// taken from the stored value at the same instant. Inside the calling thread's
+  /// transaction, a source it wrote replays the state from before the transaction,
+  /// the one every other thread reads, which the transaction's commit follows: so the
+  /// subscription receives the transaction's change once.
   @inlinable
   func subscribe(_ entry: Entry<Message>, replay: ((borrowing Stored) -> Message)? = nil) {
     var garbage = Garbage()
     let token = replay == nil ? storage.lock() : lockForCommit()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     if let replay {
-      commit(token, to: .one(entry)) { replay($0) }
+      if let earlier = token.state.pointee.earlierOfOwnTransaction() {
+        commit(token, to: .one(entry)) { _ in replay(earlier) }
+      } else {
+        commit(token, to: .one(entry)) { replay($0) }
+      }
     } else {
       token.unlock()
     }
@@ -30,7 +37,11 @@ extension Hub {
     let token = lockForCommit()
     token.state.pointee.subscribe(entry, into: &garbage, keepingDeadOwners: Self.plantedKeepDeadOwners)
     start(&token.state.pointee)
-    commit(token, to: .one(entry)) { replay($0) }
+    if let earlier = token.state.pointee.earlierOfOwnTransaction() {
+      commit(token, to: .one(entry)) { _ in replay(earlier) }
+    } else {
+      commit(token, to: .one(entry)) { replay($0) }
+    }
     garbage.dispose()
   }
 

@@ -352,6 +352,15 @@ struct ObservationSlot: ~Copyable, Sendable {
     if word.load(ordering: .acquiring) & 1 != 0 { notifyArmed() }
   }
 
+  /// After a transaction's commit that changed the value, outside every lock: notifies
+  /// if armed, once the thread's outermost delivery frame (the transaction's) has ended.
+  @usableFromInline func committedAfterFrame() {
+    guard word.load(ordering: .acquiring) & 1 != 0 else { return }
+    let old = word.bitwiseAnd(~1, ordering: .acquiringAndReleasing).oldValue
+    guard old & 1 != 0 else { return }
+    DeliveringThread.notifyAfterFrame(Self.site(old).takeUnretainedValue())
+  }
+
   @usableFromInline func notifyArmed() {
     let old = word.bitwiseAnd(~1, ordering: .acquiringAndReleasing).oldValue
     guard old & 1 != 0 else { return }

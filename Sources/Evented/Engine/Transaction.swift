@@ -17,10 +17,13 @@
 //   value: `HubState.visible(to:)`); the transaction's thread reads its own writes.
 //   A version word carries `HubState.mayHideBit` meanwhile, so that a derived value
 //   that loads it without the lock reads it under the lock, where the record decides.
-// - A write from another thread to a source the open transaction wrote (plain,
+// - A write from another thread to a source the open transaction wrote or read (plain,
 //   `modify`, a batch) waits, before touching it, until the transaction has ended
-//   (`Hub.waitForTransaction`, TransactionToken.swift). Event sources hold no state: events sent inside a
-//   transaction are kept and sent when it commits; other threads' events go through.
+//   (`Hub.waitForTransaction`, TransactionToken.swift): transactions and plain writes
+//   are serializable, reads included. The transaction's first read of a source leaves
+//   a record there that hides nothing (TransactionReads.swift). Event sources hold no
+//   state: events sent inside a transaction are kept and sent when it commits; other
+//   threads' events go through.
 // - Nothing is committed to a subscriber while the transaction runs. When the
 //   outermost one returns, its thread settles every source (an unchanged or equal
 //   final value commits nothing), then makes every write visible at once with one
@@ -30,6 +33,10 @@
 //   value before the transaction; an array: one changeset of every change in order;
 //   an event source: each event sent), in the order of their first writes, releases
 //   the token, and delivers, as the end of a delivery frame does (DeliveringThread.swift).
+//   A property's Observation scopes are notified then too, after that frame
+//   (`ObservationSlot.committedAfterFrame`), never at a write inside the transaction. A
+//   subscription made inside the transaction replays the state from before it
+//   (`HubState.earlierOfOwnTransaction`), which the commit follows: no change twice.
 // - If the closure throws, the sources get their values and versions from before back
 //   while every other thread still reads those, and nothing is committed: no thread
 //   ever saw the discarded writes. A nested transaction that throws restores what it
@@ -81,7 +88,9 @@ class TransactionStep {
 
 /// A source written by the open transaction: kept in the source's core while the
 /// transaction runs, where it decides what other threads read. Its fields are guarded by
-/// the source's lock, except the ones set once at the first write.
+/// the source's lock, except the ones set once at the first write. A source the
+/// transaction only read holds a record too (`isRead`, TransactionReads.swift), which
+/// hides nothing but makes other threads' writers wait as well.
 @usableFromInline
 class TransactionRecord: TransactionStep {
   @usableFromInline let mark: OpenTransaction
@@ -94,14 +103,21 @@ class TransactionRecord: TransactionStep {
   /// Where the record stands in the transaction's steps.
   @usableFromInline @exclusivity(unchecked) var index = 0
 
-  @usableFromInline init(_ mark: OpenTransaction, key: ObjectIdentifier, earlierVersion: UInt64) {
+  /// Whether the transaction only read the source (a `SourceRead`): it hides nothing.
+  @usableFromInline let isRead: Bool
+
+  @usableFromInline init(_ mark: OpenTransaction, key: ObjectIdentifier, earlierVersion: UInt64, isRead: Bool = false) {
     self.mark = mark
     self.key = key
     self.earlierVersion = earlierVersion
+    self.isRead = isRead
   }
 
   /// The value before the transaction, for a snapshot (Snapshot.swift).
   @usableFromInline var earlier: any Sendable { fatalError("Evented: a record without a value") }
+
+  /// The stored value before the transaction, for a replay (Hub+Subscribers.swift).
+  @usableFromInline var earlierStored: Any { earlier }
 
   /// Whether the thread `me` reads the state from before the transaction: it is open,
   /// and it is not `me`'s.
@@ -109,7 +125,7 @@ class TransactionRecord: TransactionStep {
     #if FaultInjection
       if Planted.transactionSeenInPart { return false }
     #endif
-    return mark.owner != me && mark.isOpen.load(ordering: .acquiring)
+    return !isRead && mark.owner != me && mark.isOpen.load(ordering: .acquiring)
   }
 
   /// Whether a thread other than `me` must wait for the transaction before writing.
@@ -142,6 +158,9 @@ final class RunningTransaction {
   /// in order.
   @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
   @usableFromInline @exclusivity(unchecked) var written = IdentityList()
+  /// The records of the sources read before any write there (TransactionReads.swift),
+  /// removed from their sources when the transaction ends.
+  @usableFromInline @exclusivity(unchecked) var reads: [TransactionStep] = []
   /// One per open nested transaction.
   @usableFromInline @exclusivity(unchecked) var savepoints: [Savepoint] = []
 
@@ -237,25 +256,27 @@ final class RunningTransaction {
 /// - **Thread safety:** May be called from any thread, also from a handler. One
 ///   transaction runs at a time in the process: a transaction on another thread waits
 ///   for the open one to end. A write from another thread to a property or an array
-///   the open transaction wrote waits until it ends.
-/// - **Ordering:** Transactions behave as if run one after another, reads included; a
-///   plain write to a source the transaction wrote lands wholly before or after it (a
-///   plain write to a source it only read does not wait for it). Nothing of the
-///   transaction is visible to other threads before it returns: not a source's `value`,
-///   not a derived value, not an observer. Its own thread reads its writes at once,
-///   also through derived values. Each source written commits once, with its final
-///   value (a property: one change whose old value is from before the transaction; an
-///   array: one changeset; an event source: every event sent, in order), in the order
-///   of their first writes; an observer of `x.combineLatest(y)` receives one update.
+///   the open transaction wrote or read waits until it ends.
+/// - **Ordering:** Transactions and plain writes behave as if run one after another,
+///   reads included: a plain write to a source the transaction wrote or read lands
+///   wholly before or after it. Nothing of the transaction is visible to other threads
+///   before it returns: not a source's `value`, not a derived value, not an observer.
+///   Its own thread reads its writes at once, also through derived values. Each source
+///   written commits once, with its final value (a property: one change whose old value
+///   is from before the transaction; an array: one changeset; an event source: every
+///   event sent, in order), in the order of their first writes; an observer of
+///   `x.combineLatest(y)` receives one update.
 /// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and nothing
 ///   is delivered during `body`; observers receive the commits after the outermost
-///   transaction ends.
+///   transaction ends, and Observation scopes fire then, once (never for a transaction
+///   that throws). An observer subscribed inside `body` first receives the state from
+///   before the transaction, then its commit.
 /// - **Lifetime:** Keeps nothing after it returns.
 ///
 /// - Important: `body` must not wait for another thread that writes to a source it
-///   wrote (or begins a transaction). A thread that waits for the transaction inside a
-///   property's `modify` closure, while the transaction waits for that property, stops
-///   the program with a message naming the sources instead of hanging.
+///   read or wrote (or begins a transaction). A thread that waits for the transaction
+///   inside a property's `modify` closure, while the transaction waits for that
+///   property, stops the program with a message naming the sources instead of hanging.
 @inlinable
 public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
   let thread = DeliveringThread.enter()
@@ -291,11 +312,13 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   guard let running = thread.pointee.spareTransaction.take() else {
     let running = RunningTransaction(TransactionToken.shared.take(me, reusing: nil))
     thread.pointee.transaction = running
+    transactionThread.store(me, ordering: .relaxed)
     return running
   }
   let spare = isKnownUniquelyReferenced(&running.mark) ? running.mark : nil
   running.mark = TransactionToken.shared.take(me, reusing: spare)
   thread.pointee.transaction = running
+  transactionThread.store(me, ordering: .relaxed)
   return running
 }
 
@@ -305,6 +328,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   _ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>, committing: Bool
 ) {
   thread.pointee.transaction = nil
+  transactionThread.store(0, ordering: .relaxed)
   if committing {
     for step in running.steps { step.settle() }
   } else {
@@ -320,8 +344,10 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   }
   running.mark.isOpen.store(false, ordering: .releasing)
   for step in running.steps where committing || step is TransactionRecord { step.commit() }
+  for read in running.reads { read.commit() }
   TransactionToken.shared.give(running.mark)
   running.steps.removeAll(keepingCapacity: true)
+  running.reads.removeAll(keepingCapacity: true)
   running.lastFound = nil
   running.written.removeAll()
   running.savepoints.removeAll()
@@ -345,6 +371,17 @@ extension HubState {
   @inlinable func visibleVersion(to me: UInt, current: UInt64) -> UInt64 {
     if let record = core?.pointee.transaction, record.hides(from: me) { return record.earlierVersion }
     return current
+  }
+
+  /// The stored value before the calling thread's open transaction, if it wrote this
+  /// source: what a replay gives a subscription made inside the transaction, whose
+  /// commit then delivers the change once. Called under the lock, by a thread that
+  /// waited for every other thread's transaction (``Hub/lockForCommit()``).
+  @inlinable func earlierOfOwnTransaction() -> Stored? {
+    guard let record = core?.pointee.transaction, !record.isRead, record.mark.isOpen.load(ordering: .acquiring) else {
+      return nil
+    }
+    return record.earlierStored as? Stored
   }
 
   /// The record of an open transaction that hides this source from the calling thread.

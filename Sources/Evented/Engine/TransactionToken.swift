@@ -1,8 +1,9 @@
 // Promise "Transactions" (Transaction.swift), serializable: one transaction runs at a
 // time, and a writer from another thread waits for the open one to end before touching
-// a source it holds. Every such wait is registered in LockCycles.swift first, so that a
-// wait that would never end (the transaction waits for a lock the waiting thread holds)
-// stops the program with a message naming the sources instead.
+// a source it holds (one it wrote, or read: TransactionReads.swift). Every such wait is
+// registered in LockCycles.swift first, so that a wait that would never end (the
+// transaction waits for a lock the waiting thread holds) stops the program with a
+// message naming the sources instead.
 
 /// The process's transaction token: one transaction runs at a time.
 final class TransactionToken: @unchecked Sendable {
@@ -59,15 +60,16 @@ final class TransactionToken: @unchecked Sendable {
 }
 
 extension Hub {
-  /// Waits, unlocked, until no transaction of another thread holds this source; called
-  /// by a writer that found a record in the core. Returns the lock.
+  /// Waits, unlocked, until no transaction of another thread holds this source (wrote
+  /// or read it); called by a writer that found a record in the core. Returns the lock.
   @inlinable
   func waitForTransaction(_ token: consuming Token) -> Token {
     let me = currentThreadID()
     while let record = token.state.pointee.core?.pointee.transaction, record.isHeld(against: me) {
       let mark = record.mark
+      let isRead = record.isRead
       token.unlock()
-      waitForEnd(of: mark, me: me, writing: HubState<Message, Stored>.self)
+      waitForEnd(of: mark, me: me, writing: HubState<Message, Stored>.self, read: isRead)
       token = storage.lock()
     }
     return token
@@ -75,8 +77,9 @@ extension Hub {
 }
 
 /// Waits until `mark` has ended, for the thread `me`, which wants to write a source
-/// whose state has the type `writing`.
+/// whose state has the type `writing`, and which the transaction wrote (or only `read`).
 @usableFromInline @inline(never)
-func waitForEnd(of mark: OpenTransaction, me: UInt, writing: Any.Type) {
-  TransactionToken.shared.wait(for: mark, me: me, wanting: "to write \(lockDescription(of: writing)), which it wrote")
+func waitForEnd(of mark: OpenTransaction, me: UInt, writing: Any.Type, read: Bool) {
+  TransactionToken.shared.wait(
+    for: mark, me: me, wanting: "to write \(lockDescription(of: writing)), which it \(read ? "read" : "wrote")")
 }

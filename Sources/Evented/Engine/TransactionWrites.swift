@@ -56,20 +56,27 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
     token.unlock()
   }
 
-  /// One change, from the value before the transaction to the final one.
+  /// One change, from the value before the transaction to the final one; then the
+  /// property's Observation scopes are notified, once the thread's outermost delivery
+  /// frame has ended (a write inside the transaction notified nobody).
   @inlinable func commitNow() {
     let token = hub.storage.lock()
     let state = token.state
     let record = state.pointee.core?.pointee.transaction.take()
     HubState.storeVersion(state, state.pointee.version)
-    guard !isUndone, let recipients = state.pointee.recipientsOfCommit() else {
+    if isUndone {
       token.unlock()
       return withExtendedLifetime(record) {}
     }
-    hub.commit(token, to: consume recipients) { [earlierValue] stored in
-      Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
+    if let recipients = state.pointee.recipientsOfCommit() {
+      hub.commit(token, to: consume recipients) { [earlierValue] stored in
+        Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
+      }
+    } else {
+      token.unlock()
     }
     withExtendedLifetime(record) {}
+    (hub.storage as? PropertyHubStorage<Update<Value>, Value>)?.observation.pointee.committedAfterFrame()
   }
 }
 
@@ -100,6 +107,11 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   }
 
   @usableFromInline override var earlier: any Sendable { earlierElements }
+  @usableFromInline override var earlierStored: Any {
+    var store = ArrayStore(earlierElements)
+    store.version = earlierVersion
+    return store
+  }
 
   @usableFromInline override func settle() { work(self, .settle) }
   @usableFromInline override func commit() { work(self, .commit) }

@@ -38,7 +38,8 @@
 ///   ``Subscription/cancel()``. Old values are released outside the lock.
 /// - **Observation:** A tracking scope's `onChange` runs on the thread that committed,
 ///   after the commit, with no lock held, and reads the new value (an `@Observable`
-///   class calls it before the change, where it reads the old one).
+///   class calls it before the change, where it reads the old one). A write inside a
+///   `transaction` notifies when the transaction has ended, and not at all if it throws.
 @propertyWrapper
 public final class Property<Value: Sendable>: PropertyProtocol {
   @usableFromInline let hub: Hub<Update<Value>, Value>

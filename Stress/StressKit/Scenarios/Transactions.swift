@@ -1,7 +1,7 @@
 // Scenario "transactions": every worker runs transactions on the same sources (two
 // properties written together, a property and an array that keep a ledger, a counter,
-// an event source), some nested, some throwing, against plain `modify` calls and
-// readers on other threads.
+// an event source, two flags), some nested, some throwing, against plain `modify` calls
+// and readers on other threads.
 //
 // Invariants:
 // - no partial state: `a` and `b` are only ever written together, so every read and
@@ -14,6 +14,10 @@
 //   them, ends at the number of increments made by committed transactions and calls;
 //   `a` ends at the number of committed transactions, and the events observer has
 //   received one event per committed transaction;
+// - no write skew against a plain writer: a transaction sets `x` only when it reads
+//   `x + y == 0` (else it clears both), and a plain `modify` of `y` sets it only when
+//   it reads `x + y == 0`; run one at a time they never leave both set, so no
+//   transaction reads, and no observer of `x.combineLatest(y)` receives, `x + y > 1`;
 // - convergence: at every checkpoint and at the end, each observer's last state is
 //   the current one.
 
@@ -36,6 +40,8 @@ let transactions = Scenario(
   let balanced = ledger.readOnly.map { $0.reduce(0, +) }.combineLatest(total)
   let counter = Property(0)
   let events = EventSource<Int>()
+  let x = Property(0)
+  let y = Property(0)
 
   let increments = Atomic<Int>(0)  // of `counter`, committed
   let committed = Atomic<Int>(0)  // transactions that wrote `a` and `b` and sent an event
@@ -62,6 +68,9 @@ let transactions = Scenario(
     if changeset.array.contains(where: { $0 < 0 }) {
       run.violation("a rolled-back append was delivered: \(changeset.array)")
     }
+  }
+  let skewWatch = x.combineLatest(y).observe { value in
+    if value.0 + value.1 > 1 { run.violation("delivered x, y = \(value): write skew against a plain writer") }
   }
   let eventWatch = events.observe { event in
     if event < 0 { run.violation("an event sent by a rolled-back transaction was delivered") }
@@ -134,10 +143,28 @@ let transactions = Scenario(
           }
         } catch {}
         if a.value < 0 || total.value < 0 { run.violation("a rolled-back write is still visible") }
-      } else if roll < 75 {
+      } else if roll < 70 {
         worker.at(.modify)
         counter.modify { $0 += 1 }
         increments.add(1, ordering: .relaxed)
+      } else if roll < 77 {
+        worker.at(.write)
+        transaction {
+          let (first, second) = (x.value, y.value)
+          if first + second > 1 { run.violation("read x = \(first), y = \(second): write skew against a plain writer") }
+          if first + second == 0 {
+            x.value = 1
+          } else {
+            x.value = 0
+            y.value = 0
+          }
+        }
+      } else if roll < 84 {
+        worker.at(.modify)
+        // Reads `x` under the lock of `y`: the plain writer's side of the write skew.
+        y.modify { value in
+          if x.value + value == 0 { value = 1 }
+        }
       } else {
         worker.at(.read)
         let first = a.value
@@ -167,5 +194,6 @@ let transactions = Scenario(
     run.violation(
       "\(received.load(ordering: .relaxed)) events received from \(transactionCount) committed transactions")
   }
-  for subscription in [pairWatch, balanceWatch, ledgerWatch, eventWatch] { subscription.cancel() }
+  if x.value + y.value > 1 { run.violation("x and y are \(x.value) and \(y.value) at the end: write skew") }
+  for subscription in [pairWatch, balanceWatch, ledgerWatch, eventWatch, skewWatch] { subscription.cancel() }
 }

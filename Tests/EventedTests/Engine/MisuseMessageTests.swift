@@ -22,7 +22,8 @@ import Testing
     #expect(
       Set(Self.misuses.map(\.name)) == [
         "modify-reads-itself", "modify-cycle-across-sources", "transaction-and-modify-wait-for-each-other",
-        "transactions-wait-for-each-other", "cancel-inside-modify-while-handler-waits",
+        "transaction-read-and-modify-wait-for-each-other", "transactions-wait-for-each-other",
+        "cancel-inside-modify-while-handler-waits",
         "backlog-limit-zero", "buffering-limit-negative",
         "two-tasks-iterate-one-sequence", "array-index-out-of-range",
         "array-range-out-of-range-in-batch", "changeset-applied-to-wrong-array",

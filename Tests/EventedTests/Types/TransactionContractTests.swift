@@ -1,3 +1,4 @@
+import Observation
 import Synchronization
 import Testing
 
@@ -239,6 +240,132 @@ import Testing
       #expect(finished)
       #expect(a.value + b.value == 1)
     }
+  }
+
+  /// A transaction reads three sources (one through a derived value), and another
+  /// thread writes one of them, in each way a plain writer can, between the
+  /// transaction's two reads: the write waits for the transaction, which reads the same
+  /// state twice.
+  @Test func plainWriteToASourceATransactionReadWaitsForIt() {
+    let a = Property(0)
+    let b = Property(0)
+    let c = Property(0)
+    let doubled = c.map { $0 * 2 }
+    let items = ArrayProperty([0])
+    let changed = Recorder<Int>()
+    #expect(doubled.value == 0)  // remembered: a later read only checks the version
+    for round in 1...40 {
+      let read = Gate()
+      let writing = Gate()
+      let owner = Spawned {
+        transaction {
+          let first = [b.value, items.count, doubled.value]
+          read.open()
+          #expect(writing.wait())
+          // Room for a write that does not wait to land.
+          for _ in 0..<50 { yieldProcessor() }
+          if [b.value, items.count, doubled.value] != first { changed.append(round) }
+          a.value = first[0] + first[1]
+        }
+      }
+      #expect(read.wait())
+      let writer = Spawned {
+        writing.open()
+        switch round % 6 {
+        case 0: b.value = round
+        case 5: c.value = round
+        case 1: b.modify { $0 = round }
+        case 2: b.value += round
+        case 3: items.append(round)
+        default: items.batch { $0.append(round) }
+        }
+      }
+      #expect(owner.join() && writer.join())
+    }
+    #expect(changed.values == [], "a plain write landed inside the transaction in rounds \(changed.values)")
+  }
+
+  /// `if a + b == 0 { a = 1 }` in a transaction against `if a + b == 0 { b = 1 }` in a
+  /// `modify` of `b`: one of them runs first, and the other sees its write.
+  @Test func transactionAndPlainWriterHaveNoWriteSkew() {
+    let a = Property(0)
+    let b = Property(0)
+    var skewed = 0
+    for _ in 0..<200 {
+      a.value = 0
+      b.value = 0
+      let finished = onThreads(2) { index in
+        if index == 0 {
+          transaction {
+            if a.value + b.value == 0 {
+              yieldProcessor()
+              a.value = 1
+            }
+          }
+        } else {
+          b.modify { value in
+            if a.value + value == 0 {
+              yieldProcessor()
+              value = 1
+            }
+          }
+        }
+      }
+      #expect(finished)
+      if a.value + b.value != 1 { skewed += 1 }
+    }
+    #expect(skewed == 0)
+  }
+
+  /// A transaction that throws changed nothing, so no Observation scope that read what
+  /// it wrote fires; the scope still fires at the next real change.
+  @Test func throwingTransactionNotifiesNoObservationScope() {
+    let x = Property(0)
+    let items = ArrayProperty([0])
+    let fired = Counter()
+    _ = withObservationTracking {
+      x.value + items.count
+    } onChange: {
+      fired.increment()
+    }
+    #expect(throws: Failure.self) {
+      try transaction {
+        x.value = 1
+        items.append(1)
+        throw Failure()
+      }
+    }
+    #expect(throws: Failure.self) {
+      try transaction {
+        x.modify { $0 = 5 }
+        x.value += 1
+        throw Failure()
+      }
+    }
+    #expect(fired.value == 0)
+    x.value = 2
+    #expect(fired.wait(for: 1))
+  }
+
+  /// A transaction's writes notify Observation when it commits, once, and not while it
+  /// runs: `onChange` reads the final value.
+  @Test func transactionNotifiesObservationOnceWhenItCommits() {
+    let x = Property(0)
+    let seen = Recorder<Int>()
+    let fired = Counter()
+    _ = withObservationTracking {
+      x.value
+    } onChange: {
+      seen.append(x.value)
+      fired.increment()
+    }
+    transaction {
+      x.value = 1
+      #expect(fired.value == 0)
+      x.value = 2
+    }
+    #expect(fired.value == 1)
+    #expect(seen.values == [2])
   }
 
   @Test func transactionOfAnotherThreadWaitsForTheOpenOne() {

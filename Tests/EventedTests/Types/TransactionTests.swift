@@ -278,6 +278,42 @@ import Testing
     other?.cancel()
   }
 
+  /// An observer that subscribes inside a transaction, on its thread, after the
+  /// transaction wrote the source, first receives the state from before the transaction
+  /// (the one every other thread still reads), then the transaction's commit, once:
+  /// properties, arrays (whole and as changesets) and derived values alike.
+  @Test func observerArrivingInsideATransactionAfterItsWriteReceivesTheCommitOnce() {
+    let x = Property(0)
+    let items = ArrayProperty([1])
+    let values = Recorder<Int>()
+    let changes = Recorder<[Int]>()
+    let arrays = Recorder<[Int]>()
+    let changesets = Recorder<ArrayChangeset<Int>>()
+    let mapped = Recorder<Int>()
+    let tenfold = x.map { $0 * 10 }
+    var subscriptions: [Subscription] = []
+    transaction {
+      x.value = 1
+      items.append(2)
+      subscriptions.append(x.observe { values.append($0) })
+      subscriptions.append(x.observeChanges { changes.append([$0.oldValue, $0.newValue]) })
+      subscriptions.append(items.observe { arrays.append($0) })
+      subscriptions.append(items.observeChanges(fromEmpty: true) { changesets.append($0) })
+      subscriptions.append(tenfold.observe { mapped.append($0) })
+      #expect(x.value == 1 && items.value == [1, 2] && tenfold.value == 10)  // its own writes
+    }
+    #expect(values.values == [0, 1])
+    #expect(changes.values == [[0, 1]])
+    #expect(arrays.values == [[1], [1, 2]])
+    #expect(mapped.values == [0, 10])
+    let replayed = changesets.values
+    #expect(replayed.map(\.array) == [[1], [1, 2]])
+    if replayed.map(\.array) == [[1], [1, 2]] {
+      #expect(replayed[0].applied(to: []) == [1] && replayed[1].applied(to: [1]) == [1, 2])
+    }
+    for subscription in subscriptions { subscription.cancel() }
+  }
+
   /// A derived value made inside a transaction, after part of its writes, starts from
   /// the state other threads see: its observers never receive the part, and another
   /// thread never reads it back from what the value remembers.
