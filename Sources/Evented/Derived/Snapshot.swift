@@ -191,42 +191,6 @@ final class Snapshot {
     slots[slot] = Int32(index + 1)
   }
 
-  /// Adds `identity` to the nodes the pass from the roots up met; false if it was
-  /// there. A table, not a `Set`, whose hashing costs several times more.
-  @inlinable func meet(_ identity: ObjectIdentifier) -> Bool {
-    if (metCount &+ 1) &* 2 > met.count { growMet() }
-    return enterMet(UInt(bitPattern: identity))
-  }
-
-  /// Enters `key` in the table of met nodes, which has room; false if it was there.
-  @inlinable func enterMet(_ key: UInt) -> Bool {
-    let mask = met.count &- 1
-    var slot = Int(
-      truncatingIfNeeded: (UInt64(key) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 &- met.count.trailingZeroBitCount))
-    while met[slot] != 0 {
-      if met[slot] == key { return false }
-      slot = (slot &+ 1) & mask
-    }
-    met[slot] = key
-    metCount &+= 1
-    return true
-  }
-
-  /// Doubles the table of met nodes, entering them again.
-  @usableFromInline func growMet() {
-    let old = met
-    met = [UInt](repeating: 0, count: max(old.count * 2, 64))
-    metCount = 0
-    for key in old where key != 0 { _ = enterMet(key) }
-  }
-
-  /// Forgets the nodes met, for the next pass.
-  @inlinable func forgetMet() {
-    guard metCount > 0 else { return }
-    for slot in met.indices { met[slot] = 0 }
-    metCount = 0
-  }
-
   // MARK: Taking and recycling
 
   /// Runs `evaluate` on a consistent snapshot, retrying while writers move the roots
