@@ -58,9 +58,10 @@ extension DerivedProperty {
   /// Keeps `value`, computed from the state `reads`, in the memo, unless the memo holds
   /// a later state. The memo replaced is released after unlocking.
   @inlinable func remember(_ value: Value, _ reads: Reads) {
+    let box = Memo(reads, value)
     let replaced = memo.withLock { memo -> Memo? in
-      if let current = memo, !reads.isLater(than: current.reads) { return nil }
-      defer { memo = Memo(reads, value) }
+      if let current = memo, !reads.isLater(than: current.reads) { return box }
+      defer { memo = box }
       return memo
     }
     _ = replaced

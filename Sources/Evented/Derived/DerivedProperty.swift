@@ -28,9 +28,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
 
-  /// A value and the reads it was computed from, kept in place under the memo's lock
-  /// (a class would cost an allocation per evaluation).
-  @usableFromInline struct Memo: Sendable {
+  /// A value and the reads it was computed from; immutable, replaced whole.
+  @usableFromInline final class Memo: Sendable {
     @usableFromInline let reads: Reads
     @usableFromInline let value: Value
     /// The version word of the one root read, if there is one and it has a word: a read
@@ -38,7 +37,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     /// that the memo stays `Sendable`; valid while the root lives, which `reads` keeps.
     @usableFromInline let word: UInt
 
-    @inlinable init(_ reads: Reads, _ value: Value) {
+    @usableFromInline init(_ reads: Reads, _ value: Value) {
       self.reads = reads
       self.value = value
       word = reads.count == 1 ? reads.entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
@@ -137,8 +136,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     hub = Hub.make(initial, backlogLimit: reads.roots.lazy.map(\.backlogLimit).min() ?? defaultBacklogLimit)
     delivered = reads
     if !inTransaction {
-      let made = Memo(reads, initial)
-      memo.withLock { $0 = made }
+      let box = Memo(reads, initial)
+      memo.withLock { $0 = box }
     }
   }
 
