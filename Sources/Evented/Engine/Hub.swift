@@ -206,18 +206,19 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
   ) {
     let me = currentThreadID()
     thread.pointee.depth += 1
-    defer { DeliveringThread.exit(thread) }
     // Each delivery is released only after the step that follows it (under the lock, or
     // the stop's releasing exchange), which orders its handlers' reads of a lent array
     // before the array's next change in place (ArrayStore.swift).
     guard var delivered = step(after: first.deliver(me: me), core: core, thread: thread) else {
-      return withExtendedLifetime(first) {}
+      withExtendedLifetime(first) {}
+      return DeliveringThread.exit(thread)
     }
     _ = consume first
-    while true {
-      guard let next = step(after: delivered.deliver(me: me), core: core, thread: thread) else { return }
+    while let next = step(after: delivered.deliver(me: me), core: core, thread: thread) {
       delivered = next
     }
+    // Not in a `defer`: the compiler kept that out of line, as a call on every drain.
+    DeliveringThread.exit(thread)
   }
 
   /// The next delivery after one that met only `live` subscriptions (if not, removes
