@@ -204,7 +204,7 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     _ first: consuming P, core: UnsafeMutablePointer<HubCore<Message>>,
     thread: UnsafeMutablePointer<DeliveringState>
   ) {
-    let me = currentThreadID()
+    let me = thread.pointee.threadID
     thread.pointee.depth += 1
     // Each delivery is released only after the step that follows it (under the lock, or
     // the stop's releasing exchange), which orders its handlers' reads of a lent array
