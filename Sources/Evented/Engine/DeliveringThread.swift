@@ -61,8 +61,21 @@ struct DeliveringState {
   /// delivery frames, notified once the outermost frame has ended
   /// (ObservationSite.swift), after the synchronous handlers of the write.
   @usableFromInline var changedSites: [ObservationSite] = []
+  /// The identity of the thread, which made the state (`currentThreadID()`).
+  @usableFromInline let ownThreadID = freshThreadID()
 
   @usableFromInline init() {}
+
+  /// `currentThreadID()` on the thread of this state, without a call. Read from the
+  /// thread itself with the FaultInjection trait, where a planted bug may make that
+  /// stale.
+  @inlinable var threadID: UInt {
+    #if FaultInjection
+      currentThreadID()
+    #else
+      ownThreadID
+    #endif
+  }
 
   /// Whether the outermost frame has postponed deliveries to run or room to wait for.
   @inlinable var hasWorkAtBoundary: Bool { firstPostponed != nil || !owedRoom.isEmpty }

@@ -127,7 +127,10 @@ extension Hub {
       var owned = owned
       if let anchor {
         let unanchored = owned
-        owned = { owner, input in withExtendedLifetime(anchor) { unanchored(owner, input) } }
+        owned = { owner, input in
+          unanchored(owner, input)
+          extendLifetime(anchor)
+        }
       }
       if reading.isNewValue {
         // `Message == Update<Input>`, so the value entry is an `Entry<Message>`.
@@ -144,7 +147,10 @@ extension Hub {
       var handler = handler
       if let anchor {
         let unanchored = handler
-        handler = { input in withExtendedLifetime(anchor) { unanchored(input) } }
+        handler = { input in
+          unanchored(input)
+          extendLifetime(anchor)
+        }
       }
       if reading.isNewValue {
         let valueEntry = HandleValueEntry(isOnce: isOnce, target: target, handler: handler)

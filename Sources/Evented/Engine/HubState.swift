@@ -98,6 +98,14 @@ struct HubState<Message: Sendable, Stored> {
       || core.pointee.transaction.map { $0.mark.owner != currentThreadID() } == true
   }
 
+  /// Whether a committing thread that may wait must check for room first: all that
+  /// ``mayHaveToWait()`` asks of an event source, which no transaction ever holds (it
+  /// keeps the events sent inside it instead, TransactionWrites.swift).
+  @inlinable @inline(__always) mutating func mayHaveToWaitForRoom() -> Bool {
+    guard let core else { return false }
+    return core.pointee.queue.mayHaveToWait || core.pointee.pressure?.isFull == true
+  }
+
   /// The recipients of a commit now: every current subscription; nil if there is none.
   @inlinable mutating func recipientsOfCommit() -> Recipients<Message>? {
     guard let core, core.pointee.subscribers.live > 0 else { return nil }

@@ -220,10 +220,15 @@ enum StepWork {
 
 extension Hub where Stored == Void {
   /// Sends `event`, or keeps it for the commit of the calling thread's transaction.
-  @inlinable func sendFromSource(_ event: Message) {
-    if transactionsBegun.load(ordering: .relaxed), let running = DeliveringThread.existing?.pointee.transaction {
-      return running.add(EventSend(self, event))
-    }
+  @inlinable @inline(__always) func sendFromSource(_ event: Message) {
+    if transactionsBegun.load(ordering: .relaxed) { return sendOrKeep(event) }
     send(event)
+  }
+
+  /// Keeps `event` for the commit of the calling thread's transaction, if any; else sends it.
+  @inlinable @inline(never)
+  func sendOrKeep(_ event: Message) {
+    guard let running = DeliveringThread.existing?.pointee.transaction else { return send(event) }
+    running.add(EventSend(self, event))
   }
 }
