@@ -41,8 +41,14 @@ extension DerivedProperty {
   /// the state held.
   @inlinable func compute(in snapshot: Snapshot) -> (Value, Reads) {
     guard let body else { fatalError("Evented: a derived value was read while it was freed") }
-    if height > Snapshot.deepChain || keeper != nil, !snapshot.isEvaluatingUpstream {
-      Self.evaluateUpstream(upstream, in: snapshot)
+    if height > Snapshot.deepChain || keeper != nil {
+      if !snapshot.isEvaluatingUpstream {
+        Self.evaluateUpstream(upstream, in: snapshot)
+      } else if snapshot.meet(ObjectIdentifier(self)) {
+        // A node that the pass running did not reach: the target a switch picked while
+        // the pass computes. Its chain is evaluated from the roots up in turn.
+        Self.passUpstream(upstream, in: snapshot)
+      }
     }
     let start = snapshot.openFrame()
     let value = body(snapshot)
@@ -78,6 +84,16 @@ extension DerivedProperty {
       snapshot.isEvaluatingUpstream = false
       snapshot.forgetMet()
     }
+    passUpstream(upstream, in: snapshot)
+  }
+
+  /// The pass of ``evaluateUpstream(_:in:)``, with the reads of the frames open set aside:
+  /// what the pass pins or computes is not read by the evaluation that started it (its
+  /// body reads what it reads next, from the memos).
+  @usableFromInline static func passUpstream(_ upstream: [any EvaluatedNode], in snapshot: Snapshot) {
+    let (frames, trail) = (snapshot.frames, snapshot.trail)
+    if frames > 0 { (snapshot.frames, snapshot.trail) = (0, []) }
+    defer { if frames > 0 { (snapshot.frames, snapshot.trail) = (frames, trail) } }
     // Post-order without recursion: a node comes after every node it reads.
     var order: [any EvaluatedNode] = []
     var stack: [(node: any EvaluatedNode, expanded: Bool)] = upstream.map { ($0, false) }
@@ -98,7 +114,7 @@ extension Snapshot {
   /// Adds `identity` to the nodes the pass from the roots up met; false if it was
   /// there. A table, not a `Set`, whose hashing costs several times more.
   @inlinable func meet(_ identity: ObjectIdentifier) -> Bool {
-    if (metCount &+ 1) &* 2 > met.count { growMet() }
+    if (metSlots.count &+ 1) &* 2 > met.count { growMet() }
     return enterMet(UInt(bitPattern: identity))
   }
 
@@ -112,7 +128,7 @@ extension Snapshot {
       slot = (slot &+ 1) & mask
     }
     met[slot] = key
-    metCount &+= 1
+    metSlots.append(Int32(truncatingIfNeeded: slot))
     return true
   }
 
@@ -120,14 +136,20 @@ extension Snapshot {
   @usableFromInline func growMet() {
     let old = met
     met = [UInt](repeating: 0, count: max(old.count * 2, 64))
-    metCount = 0
+    metSlots.removeAll(keepingCapacity: true)
     for key in old where key != 0 { _ = enterMet(key) }
   }
 
-  /// Forgets the nodes met, for the next pass.
+  /// Forgets the nodes met, for the next pass: empties the slots filled, or drops a
+  /// table grown past 4,096 slots, so that one long chain leaves no cost or memory to
+  /// the thread's later passes.
   @inlinable func forgetMet() {
-    guard metCount > 0 else { return }
-    for slot in met.indices { met[slot] = 0 }
-    metCount = 0
+    if met.count > 4096 {
+      met = []
+      metSlots = []
+      return
+    }
+    for slot in metSlots { met[Int(slot)] = 0 }
+    metSlots.removeAll(keepingCapacity: true)
   }
 }

@@ -73,9 +73,10 @@ final class Snapshot {
   /// Set while a deep chain is evaluated from the roots up (DerivedProperty+Evaluate.swift).
   @usableFromInline @exclusivity(unchecked) var isEvaluatingUpstream = false
   /// The nodes that pass met: an open-addressing table of their addresses (0 for an
-  /// empty slot), its size a power of two, kept for the next pass.
+  /// empty slot), its size a power of two, kept for the next pass unless large.
   @usableFromInline @exclusivity(unchecked) var met: [UInt] = []
-  @usableFromInline @exclusivity(unchecked) var metCount = 0
+  /// The slots of `met` filled, so that forgetting them costs what the pass met.
+  @usableFromInline @exclusivity(unchecked) var metSlots: [Int32] = []
 
   /// The height above which a chain of computed nodes is evaluated from the roots up
   /// rather than by each body calling the one below.

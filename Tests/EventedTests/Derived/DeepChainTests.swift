@@ -71,6 +71,49 @@ import Testing
     #expect(source.observerCount == 0)
   }
 
+  /// A `flatMapLatest` inside a deep chain that switches to a target which is itself a
+  /// deep chain, stale and unobserved: the target is evaluated from the roots up too.
+  @Test(arguments: [false, true])
+  func aSwitchInsideADeepChainToAStaleDeepTarget(observed: Bool) {
+    let root = Property(0)
+    let selector = Property(false)
+    let other = Property(-1)
+    let received = Recorder<Int>()
+    let read = Recorder<Int>()
+    let thread = Spawned {
+      var target = root.readOnly
+      for _ in 0..<Self.length { target = target.map { $0 + 1 } }
+      let picked = target
+      var top = selector.flatMapLatest { $0 ? picked : other.readOnly }
+      for _ in 0..<40 { top = top.map { $0 + 1 } }
+      let subscription = observed ? top.observe { received.append($0) } : nil
+      read.append(top.value)
+      root.value = 1  // the target, unobserved, is stale now
+      selector.value = true
+      read.append(top.value)
+      subscription?.cancel()
+    }
+    #expect(thread.join())
+    #expect(read.values == [39, Self.length + 41])
+    #expect(received.values == (observed ? [39, Self.length + 41] : []))
+  }
+
+  /// One long chain leaves no cost to the thread's later passes: the table of nodes met
+  /// is dropped once it grew past 4,096 slots.
+  @Test func aLongChainLeavesTheThreadNoLargeTableOfNodesMet() {
+    let root = Property(0)
+    let sizes = Recorder<Int>()
+    let thread = Spawned {
+      var chain = root.readOnly
+      for _ in 0..<Self.length { chain = chain.map { $0 + 1 } }
+      root.value = 1
+      _ = chain.value
+      sizes.append(DeliveringThread.current.pointee.spareSnapshot?.met.count ?? 0)
+    }
+    #expect(thread.join())
+    #expect(sizes.values.count == 1 && sizes.values[0] <= 4096)
+  }
+
   @Test func aChainOfEventMapsAndFilters() {
     runEvents({ chain, _ in chain.map { $0 + 1 }.filter { $0 >= 0 } }, expecting: Self.length)
   }

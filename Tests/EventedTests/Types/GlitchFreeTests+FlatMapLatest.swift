@@ -78,3 +78,56 @@ extension GlitchFreeTests {
     observer.cancel()
   }
 }
+
+extension GlitchFreeTests {
+  /// Values above a `flatMapLatest` switch cleanly with it: after the switch, nothing
+  /// above it follows the old target, whether that target's memo held or was stale.
+  @Test(arguments: [false, true])
+  func chainsSwitchCleanlyAValueAboveAFlatMapLatestStopsFollowingTheOldTarget(oldTargetStale: Bool) {
+    let selector = Property(true)
+    let a = Property(0)
+    let b = Property(100)
+    let first = a.map { $0 }
+    let second = b.map { $0 }
+    let runs = Counter()
+    let above = selector.flatMapLatest { $0 ? first : second }.map { value in
+      runs.increment()
+      return (value, "not Equatable")
+    }
+    let seen = Recorder<Int>()
+    let observer = above.observe { seen.append($0.0) }
+    if oldTargetStale {
+      transaction {
+        a.value = 1
+        selector.value = false
+      }
+    } else {
+      selector.value = false
+    }
+    #expect(seen.values == [0, 100])
+    #expect(a.observerCount == 0, "the old target's root is no longer followed")
+    #expect(b.observerCount == 1)
+    let ranBefore = runs.value
+    a.value = 5
+    #expect(runs.value == ranBefore, "a commit of the old target's root ran the transform above")
+    #expect(seen.values.count == 2, "a commit of the old target's root reached the observer")
+    observer.cancel()
+  }
+
+  /// A lazy source that only the old target read stops when a value above the
+  /// `flatMapLatest` switches away from it.
+  @Test func chainsSwitchCleanlyALazySourceOfTheOldTargetStopsAfterTheSwitch() {
+    let started = Counter()
+    let a = Property(0, onFirstObserver: { started.increment() }, onLastObserverGone: { started.decrement() })
+    let b = Property(100)
+    let selector = Property(true)
+    let first = a.map { $0 }
+    let second = b.map { $0 }
+    let above = selector.flatMapLatest { $0 ? first : second }.map { $0 + 1 }
+    let observer = above.observe { _ in }
+    #expect(started.value == 1)
+    selector.value = false
+    #expect(started.value == 0)
+    observer.cancel()
+  }
+}
