@@ -69,10 +69,12 @@ final class OpenTransaction: Sendable {
 }
 
 /// A step of the running transaction, carried out when it commits: a source it wrote,
-/// or an event it sent.
+/// or an event it sent. A property's step is also the delivery of its commit, postponed
+/// to the end of the transaction's frame (TransactionWrites.swift): no second object
+/// per source.
 @usableFromInline
-class TransactionStep {
-  @usableFromInline init() {}
+class TransactionStep: PostponedDelivery {
+  @usableFromInline override init() {}
 
   /// Before the writes become visible: settles what to commit. Does nothing for an
   /// event.
