@@ -90,7 +90,10 @@ extension DerivedProperty: ObservedNode {
     _ = hub.liveCount
   }
 
-  @usableFromInline func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool {
+  @usableFromInline var deliveredCheck: @Sendable (AnyObject, ObjectIdentifier, UInt64) -> Bool { checkDelivered }
+
+  /// Whether the state delivered last read the root `identity` at `version` or later.
+  @inlinable func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool {
     hub.storage.withLock { _ in delivered.entries.contains { $0.identity == identity && $0.version >= version } }
   }
 

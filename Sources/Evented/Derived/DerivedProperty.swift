@@ -65,6 +65,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   @usableFromInline let onCommit: @Sendable (AnyObject, Snapshot) -> Void
   /// ``keepsLinksNow()``, made in code specialized for `Value`.
   @usableFromInline let checkLinks: @Sendable (DerivedProperty<Value>) -> Bool
+  /// ``hasDelivered(_:at:)`` of a node given as an object, made in code specialized for
+  /// `Value`: a link runs it for every commit of a transaction.
+  @usableFromInline let checkDelivered: @Sendable (AnyObject, ObjectIdentifier, UInt64) -> Bool
   /// The steps of a deep chain's evaluation from the roots up (``isMemoized(in:)``,
   /// then ``computeIntoMemo(_:)``: `true` computes), made in code specialized for
   /// `Value`: called through the protocol, they would run unspecialized, looking up
@@ -109,6 +112,9 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   ) {
     onCommit = { node, commit in unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(commit: commit) }
     checkLinks = { node in node.keepsLinksNow() }
+    checkDelivered = { node, identity, version in
+      unsafeDowncast(node, to: DerivedProperty<Value>.self).hasDelivered(identity, at: version)
+    }
     refreshing = { node in node.refresh() }
     upstreamStep = { node, snapshot, computes in
       if computes {

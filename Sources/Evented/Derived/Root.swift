@@ -145,13 +145,12 @@ extension HubRoot where Message == Update<Stored> {
     // subscription, in commit order: counting them gives each one's version.
     let version = Atomic<UInt64>(0)
     let lazyToken = lazy?.token()  // counts this subscription as an observer of a lazy source
-    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self, weak node] owner, update in
+    let hasDelivered = node.deliveredCheck
+    let entry = RootEntry<Message>(node: node, keeping: lazyToken) { [self] owner, update in
       let committed = version.add(1, ordering: .relaxed).newValue
       // A transaction's commits are visible together: the state another of them made the
-      // node deliver may hold this one already.
-      if update.isFromTransaction, let node, node.hasDelivered(identity, at: committed) {
-        return
-      }
+      // node deliver may hold this one already. `owner` is the node.
+      if update.isFromTransaction, hasDelivered(owner, identity, committed) { return }
       Snapshot.ofCommit(of: self, version: committed, value: update.new) { refresh(owner, $0) }
     }
     // The version every other thread reads: an open transaction's commit counts one more.

@@ -185,9 +185,11 @@ protocol ObservedNode: AnyObject, Sendable {
   /// Removes the node's subscriptions that ended or whose owner died, and releases
   /// them. Call with no lock held.
   func sweepObservers()
-  /// Whether the state the node delivered last read the root `identity` at `version`
-  /// or later. Takes the node's lock.
-  func hasDelivered(_ identity: ObjectIdentifier, at version: UInt64) -> Bool
+  /// Whether the state the node `owner` (this node) delivered last read the root
+  /// `identity` at `version` or later; takes the node's lock. A closure made in code
+  /// specialized for the node's types, fetched once per link: called through the
+  /// protocol, it would run unspecialized, looking up generic metadata at every commit.
+  var deliveredCheck: @Sendable (AnyObject, ObjectIdentifier, UInt64) -> Bool { get }
   /// Called when an observer's handler is released: stops following the roots if no
   /// observer is left or arriving, so that a lazy root stops at the last `cancel()`.
   /// Call with no lock held.

@@ -41,11 +41,12 @@ struct IdentityList {
     }
   }
 
-  /// Removes every key, keeping the capacity.
-  @usableFromInline mutating func removeAll() {
-    keys.removeAll(keepingCapacity: true)
-    indices.removeAll(keepingCapacity: true)
-    table = nil
+  /// Removes every key, keeping the capacity. One at a time: the list is short, and
+  /// `removeAll(keepingCapacity:)` goes through the general `replaceSubrange`.
+  @inlinable mutating func removeAll() {
+    while keys.popLast() != nil {}
+    while indices.popLast() != nil {}
+    if table != nil { table = nil }
   }
 
   /// Keeps the keys of `keys` (nil for no source), each at its position.

@@ -69,10 +69,12 @@ final class OpenTransaction: Sendable {
 }
 
 /// A step of the running transaction, carried out when it commits: a source it wrote,
-/// or an event it sent.
+/// or an event it sent. A property's step is also the delivery of its commit, postponed
+/// to the end of the transaction's frame (TransactionWrites.swift): no second object
+/// per source.
 @usableFromInline
-class TransactionStep {
-  @usableFromInline init() {}
+class TransactionStep: PostponedDelivery {
+  @usableFromInline override init() {}
 
   /// Before the writes become visible: settles what to commit. Does nothing for an
   /// event.
@@ -153,7 +155,7 @@ struct Savepoint {
 @usableFromInline
 final class RunningTransaction {
   /// The transaction; its thread's last one, ended, while this waits as its spare.
-  @usableFromInline var mark: OpenTransaction
+  @usableFromInline @exclusivity(unchecked) var mark: OpenTransaction
   /// The sources written, by the identity of their hub's storage, and the events sent,
   /// in order.
   @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
@@ -346,8 +348,10 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   for step in running.steps where committing || step is TransactionRecord { step.commit() }
   for read in running.reads { read.commit() }
   TransactionToken.shared.give(running.mark)
-  running.steps.removeAll(keepingCapacity: true)
-  running.reads.removeAll(keepingCapacity: true)
+  // One at a time: `removeAll(keepingCapacity:)` destroys the elements through their
+  // type's generic value witnesses.
+  while running.steps.popLast() != nil {}
+  while running.reads.popLast() != nil {}
   running.lastFound = nil
   running.written.removeAll()
   running.savepoints.removeAll()

@@ -17,6 +17,14 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   @usableFromInline let earlierValue: Value
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
   @usableFromInline let work: (PropertyWrite, StepWork) -> Void
+  /// The commit, once made, while its delivery waits for the end of the transaction's
+  /// frame (``deliverNow(_:)``): the final value, its recipients and the property's
+  /// core. Touched only by the transaction's thread, which delivers for the property
+  /// meanwhile. Kept in fields whose types the record's deinit destroys without looking
+  /// up generic metadata (an `Inline` package here would cost that at every release).
+  @usableFromInline @exclusivity(unchecked) var pendingNew: Value
+  @usableFromInline @exclusivity(unchecked) var pendingEntries: ContiguousArray<Entry<Update<Value>>> = []
+  @usableFromInline @exclusivity(unchecked) var pendingCore: UnsafeMutablePointer<HubCore<Update<Value>>>?
 
   @inlinable init(
     _ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64,
@@ -24,12 +32,14 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   ) {
     self.hub = hub
     earlierValue = earlier
+    pendingNew = earlier
     self.isDuplicate = isDuplicate
     work = { record, work in
       switch work {
       case .settle: record.settleNow()
       case .commit: record.commitNow()
       case .rollBack: record.rollBackNow()
+      case .deliver(let thread): record.deliverNow(thread)
       }
     }
     super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
@@ -40,6 +50,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   @usableFromInline override func settle() { work(self, .settle) }
   @usableFromInline override func commit() { work(self, .commit) }
   @usableFromInline override func rollBack() { work(self, .rollBack) }
+  @usableFromInline override func run(_ thread: UnsafeMutablePointer<DeliveringState>) { work(self, .deliver(thread)) }
 
   @inlinable func rollBackNow() {
     let old = hub.storage.withLock { Hub<Update<Value>, Value>.replace(&$0.stored, with: earlierValue) }
@@ -69,14 +80,56 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
       return withExtendedLifetime(record) {}
     }
     if let recipients = state.pointee.recipientsOfCommit() {
-      hub.commit(token, to: consume recipients) { [earlierValue] stored in
-        Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
+      if Hub<Update<Value>, Value>.usesParcels {
+        hub.commit(token, to: consume recipients) { [earlierValue] stored in
+          Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
+        }
+      } else {
+        commitInline(token, to: consume recipients)
       }
     } else {
       token.unlock()
     }
     withExtendedLifetime(record) {}
     (hub.storage as? PropertyHubStorage<Update<Value>, Value>)?.observation.pointee.committedAfterFrame()
+  }
+
+  /// ``Hub/commit(_:to:inPass:_:)`` of a small value: if this thread becomes the
+  /// property's deliverer inside the transaction's frame, the record itself is the
+  /// postponed delivery (``deliverNow(_:)``), where the hub would allocate one. Takes
+  /// over the caller's lock.
+  @inlinable func commitInline(
+    _ token: consuming Hub<Update<Value>, Value>.Token, to recipients: consuming Recipients<Update<Value>>
+  ) {
+    let state = token.state
+    let package = Inline.make(for: consume recipients) {
+      Update(old: earlierValue, new: state.pointee.stored, isInitial: false, isFromTransaction: true)
+    }
+    let start = state.pointee.queue.start(package) { !DeliveringThread.isDelivering }
+    guard case .deliver = start, case .all(let entries) = package.recipients else {
+      return hub.proceed(token, start, package)
+    }
+    let thread = DeliveringThread.current
+    guard thread.pointee.depth > 0 else { return hub.proceed(token, start, package) }
+    let core = state.pointee.core.unsafelyUnwrapped
+    token.unlock()
+    // Stored after unlocking: the value replaced may be released here.
+    pendingCore = core
+    pendingNew = package.message.new
+    pendingEntries = entries
+    DeliveringThread.postpone(thread, self)
+  }
+
+  /// Delivers the commit, then the property's queue, at the end of the transaction's
+  /// frame (as `PostponedDrain` does).
+  @inlinable func deliverNow(_ thread: UnsafeMutablePointer<DeliveringState>) {
+    guard let core = pendingCore.take() else { return }
+    var entries: ContiguousArray<Entry<Update<Value>>> = []
+    swap(&entries, &pendingEntries)
+    let first = Inline(
+      message: Update(old: earlierValue, new: pendingNew, isInitial: false, isFromTransaction: true),
+      recipients: .all(entries))
+    hub.drain(first, core: core, thread: thread)
   }
 }
 
@@ -101,6 +154,7 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
       case .settle: record.settleNow()
       case .commit: record.commitNow()
       case .rollBack: record.rollBackNow()
+      case .deliver: break  // an array's commit is delivered through the hub
       }
     }
     super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
@@ -216,6 +270,8 @@ final class EventSend<Event: Sendable>: TransactionStep {
 @usableFromInline
 enum StepWork {
   case settle, commit, rollBack
+  /// Delivers a commit postponed to the end of the thread's frame.
+  case deliver(UnsafeMutablePointer<DeliveringState>)
 }
 
 extension Hub where Stored == Void {
