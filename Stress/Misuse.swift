@@ -133,6 +133,26 @@ let misuses: [Misuse] = [
       subscription.cancel()
     }
   },
+  Misuse(name: "transaction-cancels-a-handler-waiting-for-it", expected: "a transaction cancelled a subscription") {
+    // A transaction read `property` and cancels a subscription whose handler, running
+    // on another thread, writes `property`, so waits for the transaction to end.
+    let property = Property(0)
+    let source = EventSource<Int>()
+    let handlerRuns = DispatchSemaphore(value: 0)
+    let proceed = DispatchSemaphore(value: 0)
+    let subscription = source.observe { _ in
+      handlerRuns.signal()
+      proceed.wait()
+      property.value = 1
+    }
+    DispatchQueue.global().async { source.send(1) }
+    handlerRuns.wait()
+    transaction {
+      _ = property.value
+      proceed.signal()
+      subscription.cancel()
+    }
+  },
   Misuse(name: "backlog-limit-zero", expected: "a backlog limit must be at least 1 (got 0)") {
     _ = EventSource<Int>(backlogLimit: 0)
   },

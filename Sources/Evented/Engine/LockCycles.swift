@@ -99,7 +99,10 @@ final class LockCycles: @unchecked Sendable {
       case .transaction(_, let wanting): transactionWaits.append(wanting)
       }
     }
-    if !transactionWaits.isEmpty { transactionCycle(locks: locks, wanting: transactionWaits) }
+    if !transactionWaits.isEmpty {
+      if locks.isEmpty && waitsForAHandler { transactionHandlerCycle(wanting: transactionWaits) }
+      transactionCycle(locks: locks, wanting: transactionWaits)
+    }
     // Handlers waiting for each other's cancels, with no lock in between, are
     // `WaitRoom`'s to resolve (it returns without waiting).
     if locks.isEmpty { return }
@@ -156,6 +159,18 @@ func transactionCycle(locks: [String], wanting: [String]) -> Never {
     property's `modify` closure and the `==` used to skip duplicates run under the \
     property's lock: write to sources a transaction may write, and begin transactions, \
     after `modify` returns.
+    """)
+}
+
+@inline(never)
+func transactionHandlerCycle(wanting: [String]) -> Never {
+  fatalError(
+    """
+    Evented: a transaction cancelled a subscription (or dropped its last handle) whose \
+    handler, running on another thread, waits for the transaction to end \
+    (\(wanting.joined(separator: "; "))): waiting for the handler would deadlock. Cancel \
+    subscriptions whose handlers write what a transaction reads or writes after the \
+    transaction returns.
     """)
 }
 

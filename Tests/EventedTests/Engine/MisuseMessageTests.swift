@@ -23,7 +23,7 @@ import Testing
       Set(Self.misuses.map(\.name)) == [
         "modify-reads-itself", "modify-cycle-across-sources", "transaction-and-modify-wait-for-each-other",
         "transaction-read-and-modify-wait-for-each-other", "transactions-wait-for-each-other",
-        "cancel-inside-modify-while-handler-waits",
+        "cancel-inside-modify-while-handler-waits", "transaction-cancels-a-handler-waiting-for-it",
         "backlog-limit-zero", "buffering-limit-negative",
         "two-tasks-iterate-one-sequence", "array-index-out-of-range",
         "array-range-out-of-range-in-batch", "changeset-applied-to-wrong-array",
