@@ -49,50 +49,10 @@ let misuses: [Misuse] = [
     }
   },
   Misuse(name: "transaction-and-modify-wait-for-each-other", expected: "a transaction and a locked section wait") {
-    // A transaction wrote `first` and goes on to modify `second`, whose lock another
-    // thread holds in `modify` while it writes `first`.
-    let first = Property(0)
-    let second = Property(0)
-    let wrote = DispatchSemaphore(value: 0)
-    let held = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
-      transaction {
-        first.value = 1
-        wrote.signal()
-        held.wait()
-        second.modify { $0 += 1 }
-      }
-    }
-    DispatchQueue.global().async {
-      wrote.wait()
-      second.modify { value in
-        held.signal()
-        first.value = value
-      }
-    }
+    transactionAndModifyCross { first in first.value = 1 }
   },
   Misuse(name: "transaction-read-and-modify-wait-for-each-other", expected: "which it read") {
-    // A transaction read `first` and goes on to modify `second`, whose lock another
-    // thread holds in `modify` while it writes `first`.
-    let first = Property(0)
-    let second = Property(0)
-    let read = DispatchSemaphore(value: 0)
-    let held = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
-      transaction {
-        _ = first.value
-        read.signal()
-        held.wait()
-        second.modify { $0 += 1 }
-      }
-    }
-    DispatchQueue.global().async {
-      read.wait()
-      second.modify { value in
-        held.signal()
-        first.value = value
-      }
-    }
+    transactionAndModifyCross { first in _ = first.value }
   },
   Misuse(name: "transactions-wait-for-each-other", expected: "to begin a transaction") {
     // A thread begins a transaction inside `modify` of `second` while the open
@@ -200,4 +160,29 @@ func commitMisuse(named name: String) -> Never {
   var standardError = StandardError()
   print("evented-stress: the misuse \(name) did not stop the program", to: &standardError)
   exit(3)
+}
+
+/// A transaction uses `first` (writes or reads it, with `use`) and goes on to modify
+/// `second`, whose lock another thread holds in `modify` while it writes `first`: each
+/// waits for the other.
+func transactionAndModifyCross(_ use: @escaping @Sendable (Property<Int>) -> Void) {
+  let first = Property(0)
+  let second = Property(0)
+  let used = DispatchSemaphore(value: 0)
+  let held = DispatchSemaphore(value: 0)
+  DispatchQueue.global().async {
+    transaction {
+      use(first)
+      used.signal()
+      held.wait()
+      second.modify { $0 += 1 }
+    }
+  }
+  DispatchQueue.global().async {
+    used.wait()
+    second.modify { value in
+      held.signal()
+      first.value = value
+    }
+  }
 }
