@@ -11,30 +11,52 @@ extension DerivedProperty {
   /// The value now: the memo if no root it read moved since, else a consistent
   /// snapshot's.
   @inlinable var value: Value {
-    // One root: its word, loaded under the memo's lock (no other lock taken there), and
-    // the value copied out, without retaining the memo.
-    let single = memo.withLock { $0?.valueIfCurrentOfOneRoot }
+    // One root: its word, loaded under the memo's lock (no other lock taken there).
+    let single = memoValue(where: { $0.isCurrentOfOneRoot })
     if single != nil { return single.unsafelyUnwrapped }
-    let known = memo.withLock { $0 }
-    if let known, known.reads.areCurrent(for: .calling) { return known.value }
+    if let reads = memo.withLock({ $0.values.isEmpty ? nil : $0.reads }), reads.areCurrent(for: .calling) {
+      let found = memoValue(where: { $0.holds(reads) })
+      if found != nil { return found.unsafelyUnwrapped }
+    }
     return Snapshot.consistent { evaluate(in: $0) }
   }
 
   /// The value in `snapshot`: the memo if the snapshot holds the versions it read,
   /// else the body's, remembered for the next read if the state held.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
-    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads, pinningAll: readsFixedRoots) {
-      return known.value
+    if let reads = memoizedReads(in: snapshot) {
+      let found = memoValue(where: { $0.holds(reads) })
+      if found != nil { return found.unsafelyUnwrapped }
     }
     return compute(in: snapshot).0
   }
 
   /// ``evaluate(in:)`` at the top of a snapshot (no frame open), and what it read.
   @inlinable func evaluateRecording(in snapshot: Snapshot) -> (Value, Reads) {
-    if let known = memo.withLock({ $0 }), snapshot.matches(known.reads, pinningAll: readsFixedRoots) {
-      return (known.value, known.reads)
+    if let reads = memoizedReads(in: snapshot) {
+      let found = memoValue(where: { $0.holds(reads) })
+      if found != nil { return (found.unsafelyUnwrapped, reads) }
     }
     return compute(in: snapshot)
+  }
+
+  /// The memo's reads, if it holds a value and they are `snapshot`'s state. The value is
+  /// taken afterwards, if the memo still holds that state, so that a large value is not
+  /// copied for a state that does not match.
+  @inlinable func memoizedReads(in snapshot: Snapshot) -> Reads? {
+    guard let reads = memo.withLock({ $0.values.isEmpty ? nil : $0.reads }),
+      snapshot.matches(reads, pinningAll: readsFixedRoots)
+    else { return nil }
+    return reads
+  }
+
+  /// The memo's value, if there is one and `holds` is true of the memo: a small value
+  /// copied out under the lock, a large one out of the array taken there, after
+  /// unlocking (``Memo/values``).
+  @inlinable func memoValue(where holds: (borrowing Memo) -> Bool) -> Value? {
+    if !Self.isLarge { return memo.withLock { holds($0) ? $0.values.first : nil } }
+    let values = memo.withLock { holds($0) ? $0.values : [] }
+    return values.isEmpty ? nil : values[0]
   }
 
   /// The body's value in `snapshot`, and what it read, remembered for the next read if
@@ -62,15 +84,38 @@ extension DerivedProperty {
   }
 
   /// Keeps `value`, computed from the state `reads`, in the memo, unless the memo holds
-  /// a later state. The memo replaced is released after unlocking.
+  /// a later state. What it replaces is released after unlocking.
   @inlinable func remember(_ value: Value, _ reads: Reads) {
-    let box = Memo(reads, value)
-    let replaced = memo.withLock { memo -> Memo? in
-      if let current = memo, !reads.isLater(than: current.reads) { return box }
-      defer { memo = box }
-      return memo
+    let word = reads.count == 1 ? reads.entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
+    var replaced = reads
+    if Self.isLarge {
+      // In a new array: readers copy a large value out of the array after unlocking.
+      var values = [value]
+      memo.withLock { memo in
+        guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
+        swap(&memo.reads, &replaced)
+        swap(&memo.values, &values)
+        memo.word = word
+      }
+      withExtendedLifetime(values) {}
+    } else {
+      rememberInPlace(value, &replaced, word)
     }
-    _ = replaced
+    withExtendedLifetime(replaced) {}
+  }
+
+  /// ``remember(_:_:)`` of a small value, in place; the value replaced is released after
+  /// unlocking (its deinit may run user code).
+  @inlinable func rememberInPlace(_ value: Value, _ replaced: inout Reads, _ word: UInt) {
+    var old = value
+    let reads = replaced
+    memo.withLock { memo in
+      guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
+      swap(&memo.reads, &replaced)
+      if memo.values.isEmpty { memo.values = [old] } else { swap(&memo.values[0], &old) }
+      memo.word = word
+    }
+    withExtendedLifetime(old) {}
   }
 
   /// Evaluates every computed node below `upstream`, from the roots up, each into its

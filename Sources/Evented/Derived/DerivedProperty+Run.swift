@@ -136,9 +136,13 @@ extension DerivedProperty {
       return relink(to: current, at: 2 &* number)
     }
     guard relinking || !reads.readsSameRoots(as: delivered) else {
+      // The reads replaced are released after unlocking: the last reference to a root
+      // may be among them.
+      let replaced = delivered
       delivered = reads
       commits &+= 1
-      return commitState(token, value, inPass: inPass)
+      commitState(token, value, inPass: inPass)
+      return withExtendedLifetime(replaced) {}
     }
     // A switch: the roots no longer read are dropped before the state is delivered.
     let ahead = 2 &* (commits &+ 1) &- 1
@@ -146,10 +150,12 @@ extension DerivedProperty {
     relink(to: reads, at: ahead)
     token = hub.lockForCommit()
     guard reads.isLater(than: delivered) else { return token.unlock() }
+    let replaced = delivered
     delivered = reads
     commits &+= 1
     let number = 2 &* commits
     commitState(token, value, inPass: inPass)
+    withExtendedLifetime(replaced) {}
     relink(to: reads, at: number)
   }
 

@@ -28,29 +28,36 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
 
-  /// A value and the reads it was computed from; immutable, replaced whole.
-  @usableFromInline final class Memo: Sendable {
-    @usableFromInline let reads: Reads
-    @usableFromInline let value: Value
+  /// The last value computed from a consistent state, and its reads. Changed in place
+  /// under its lock, so that remembering a small value allocates nothing.
+  @usableFromInline struct Memo: Sendable {
+    @usableFromInline var reads = Reads()
+    /// The value, once one is known (a node made inside a transaction starts with none):
+    /// one element. A small value is copied out under the lock and replaced in place; a
+    /// large one (Parcel.swift) is replaced with a new array, and readers copy it out of
+    /// the array they took after unlocking, so that it reaches their stack once.
+    @usableFromInline var values: [Value] = []
     /// The version word of the one root read, if there is one and it has a word: a read
     /// checks it without a call through `Root` (``Root/versionWord``), as an address so
     /// that the memo stays `Sendable`; valid while the root lives, which `reads` keeps.
-    @usableFromInline let word: UInt
+    @usableFromInline var word: UInt = 0
 
-    @usableFromInline init(_ reads: Reads, _ value: Value) {
-      self.reads = reads
-      self.value = value
-      word = reads.count == 1 ? reads.entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
+    @inlinable init() {}
+
+    /// Whether the value was computed from one root that is still at the version read,
+    /// as a load of the root's version word tells without a lock; false if that cannot
+    /// tell.
+    @inlinable var isCurrentOfOneRoot: Bool {
+      guard word != 0, let version = unlockedVersion(UnsafePointer(bitPattern: word)) else { return false }
+      return version == reads.entries[0].version
     }
 
-    /// The value, if it was computed from one root that is still at the version read,
-    /// as a load of the root's version word tells without a lock; nil if that cannot
-    /// tell.
-    @inlinable var valueIfCurrentOfOneRoot: Value? {
-      guard word != 0, let version = unlockedVersion(UnsafePointer(bitPattern: word)),
-        version == reads.entries[0].version
-      else { return nil }
-      return value
+    /// Whether the memo holds the state `reads`: the same array, since a memo's reads are
+    /// replaced, never changed in place, and the caller's copy keeps them alive.
+    @inlinable func holds(_ reads: Reads) -> Bool {
+      self.reads.entries.withUnsafeBufferPointer { mine in
+        reads.entries.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress }
+      }
     }
   }
 
@@ -78,7 +85,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// (an arriving observer, the end of a transaction).
   @usableFromInline let refreshing: @Sendable (DerivedProperty<Value>) -> Void
   /// The last value computed from a consistent state, and its reads.
-  @usableFromInline let memo = Lock<Memo?>.make(nil)
+  @usableFromInline let memo = Lock.make(Memo())
   /// The reads of the state last committed to the hub. Guarded by the hub's lock.
   @usableFromInline @exclusivity(unchecked) var delivered: Reads
   /// The number of states committed to the hub. Guarded by the hub's lock.
@@ -121,7 +128,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
         _ = node.compute(in: snapshot)
         return true
       }
-      guard let known = node.memo.withLock({ $0?.reads }) else { return false }
+      guard let known = node.memo.withLock({ $0.values.isEmpty ? nil : $0.reads }) else { return false }
       return snapshot.matches(known, pinningAll: node.readsFixedRoots)
     }
     self.isDuplicate = isDuplicate
@@ -141,10 +148,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     }
     hub = Hub.make(initial, backlogLimit: reads.roots.lazy.map(\.backlogLimit).min() ?? defaultBacklogLimit)
     delivered = reads
-    if !inTransaction {
-      let box = Memo(reads, initial)
-      memo.withLock { $0 = box }
-    }
+    if !inTransaction { remember(initial, reads) }
   }
 
   /// The height of a node that reads `upstream` directly.
@@ -162,7 +166,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// The roots the node reads now, as its links or its memo know them.
   @usableFromInline var readRoots: [any Root] {
     let linked = links.withLock { $0.isLinked ? $0.linkedRoots : nil }
-    return linked ?? memo.withLock { $0?.reads.roots } ?? []
+    return linked ?? memo.withLock { $0.reads.roots }
   }
 
   deinit {
