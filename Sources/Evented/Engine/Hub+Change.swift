@@ -25,7 +25,7 @@ extension Hub {
   ) -> Bool where Message == Update<Stored> {
     // The stored value is reached as an `inout` argument throughout, so that unoptimized
     // builds pass it by address instead of copying it to the stack.
-    if let isDuplicate, Self.equal(&token.state.pointee.stored, next, isDuplicate) {
+    if Self.equal(&token.state.pointee.stored, next, isDuplicate) {
       token.unlock()
       return false
     }
@@ -91,11 +91,14 @@ extension Hub {
     }
   }
 
+  /// Whether `next` is a duplicate of `stored` (never, without `isDuplicate`). Called
+  /// through the optional, which binding would copy: a retain of the closure's context
+  /// on every write.
   @inlinable @inline(__always)
   static func equal(
-    _ stored: inout Stored, _ next: Stored, _ isDuplicate: @Sendable (Stored, Stored) -> Bool
+    _ stored: inout Stored, _ next: Stored, _ isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
   ) -> Bool {
-    isDuplicate(stored, next)
+    isDuplicate?(stored, next) == true
   }
 
   /// Stores `next`; returns the old value, to release after unlocking.
