@@ -114,7 +114,7 @@ final class ArrayRoot<Element: Sendable>: Root {
     let version = Atomic<UInt64>(0)
     let entry = RootEntry<ArrayChangeset<Element>>(node: node) { [self] owner, changeset in
       let committed = version.add(1, ordering: .relaxed).newValue
-      Snapshot.ofCommit(of: self, version: committed, value: changeset.array) { refresh(owner, $0) }
+      refresh(owner, Snapshot.ofCommit(of: self, version: committed, value: changeset.array))
     }
     // The version every other thread reads: an open transaction's commit counts one more.
     hub.subscribe(entry) { state in

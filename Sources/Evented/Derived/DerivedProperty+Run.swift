@@ -18,7 +18,7 @@ import Synchronization
 
 extension DerivedProperty {
   /// Runs the node for the commit of `snapshot`, the only root pinned there
-  /// (``Snapshot/ofCommit(of:version:value:_:)``), which is recycled here.
+  /// (``Snapshot/ofCommit(of:version:value:)``), which is recycled here.
   /// Runs in the root's delivery.
   @inlinable func refresh(commit snapshot: Snapshot) {
     // Each step in a frame of its own for a large value (Parcel.swift), so that the

@@ -27,7 +27,7 @@ protocol Root: AnyObject, Sendable {
   func sweep()
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
-  /// (``Snapshot/ofCommit(of:version:value:_:)``).
+  /// (``Snapshot/ofCommit(of:version:value:)``).
   func notify(
     _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
   ) -> SubscriptionCore
@@ -151,7 +151,7 @@ extension HubRoot where Message == Update<Stored> {
       // A transaction's commits are visible together: the state another of them made the
       // node deliver may hold this one already. `owner` is the node.
       if update.isFromTransaction, hasDelivered(owner, identity, committed) { return }
-      Snapshot.ofCommit(of: self, version: committed, value: update.new) { refresh(owner, $0) }
+      refresh(owner, Snapshot.ofCommit(of: self, version: committed, value: update.new))
     }
     // The version every other thread reads: an open transaction's commit counts one more.
     hub.subscribe(entry) { state in

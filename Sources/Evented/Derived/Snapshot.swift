@@ -220,18 +220,18 @@ final class Snapshot {
     }
   }
 
-  /// Runs `body` with a snapshot whose one pin is a commit of `root`: its `version`
-  /// and committed `value`. `body` takes the snapshot over: it recycles it once done.
-  @inlinable static func ofCommit(
-    of root: any Root, version: UInt64, value: consuming any Sendable, _ body: (Snapshot) -> Void
-  ) {
+  /// A snapshot whose one pin is a commit of `root`: its `version` and committed
+  /// `value`. The caller takes the snapshot over: it recycles it once done. Returned,
+  /// not passed to a closure, which would retain what it captures (the node a commit
+  /// runs, whose retains take the runtime's slow path: it is weakly referenced).
+  @inlinable static func ofCommit(of root: any Root, version: UInt64, value: consuming any Sendable) -> Snapshot {
     let snapshot = make()
     snapshot.pins.append(Pin(root: root, version: version, value: value))
     snapshot.pinnedRoots.append(root)
-    body(snapshot)
+    return snapshot
   }
 
-  /// The commit of a snapshot made by ``ofCommit(of:version:value:_:)``.
+  /// The commit of a snapshot made by ``ofCommit(of:version:value:)``.
   @inlinable var commit: Pin {
     _read { yield pins[0] }
   }
