@@ -87,35 +87,33 @@ extension DerivedProperty {
   /// a later state. What it replaces is released after unlocking.
   @inlinable func remember(_ value: Value, _ reads: Reads) {
     let word = reads.count == 1 ? reads.entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
-    var replaced = reads
-    if Self.isLarge {
-      // In a new array: readers copy a large value out of the array after unlocking.
-      var values = [value]
-      memo.withLock { memo in
-        guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
-        swap(&memo.reads, &replaced)
-        swap(&memo.values, &values)
-        memo.word = word
-      }
-      withExtendedLifetime(values) {}
-    } else {
-      rememberInPlace(value, &replaced, word)
-    }
-    withExtendedLifetime(replaced) {}
+    if Self.isLarge { rememberApart(value, reads, word) } else { rememberInPlace(value, reads, word) }
   }
 
   /// ``remember(_:_:)`` of a small value, in place; the value replaced is released after
   /// unlocking (its deinit may run user code).
-  @inlinable func rememberInPlace(_ value: Value, _ replaced: inout Reads, _ word: UInt) {
-    var old = value
-    let reads = replaced
+  @inlinable func rememberInPlace(_ value: Value, _ reads: Reads, _ word: UInt) {
+    var (old, replaced) = (value, reads)
     memo.withLock { memo in
       guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
       swap(&memo.reads, &replaced)
       if memo.values.isEmpty { memo.values = [old] } else { swap(&memo.values[0], &old) }
       memo.word = word
     }
-    withExtendedLifetime(old) {}
+    withExtendedLifetime((old, replaced)) {}
+  }
+
+  /// ``remember(_:_:)`` of a large value, in a frame of its own, in a new array:
+  /// readers copy a large value out of the array after unlocking.
+  @inlinable func rememberApart(_ value: Value, _ reads: Reads, _ word: UInt) {
+    var (values, replaced) = ([value], reads)
+    memo.withLock { memo in
+      guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
+      swap(&memo.reads, &replaced)
+      swap(&memo.values, &values)
+      memo.word = word
+    }
+    withExtendedLifetime((values, replaced)) {}
   }
 
   /// Evaluates every computed node below `upstream`, from the roots up, each into its

@@ -128,21 +128,21 @@ extension DerivedProperty {
     // instead. An arriving observer commits the state it could read: the changes it
     // receives start there.
     if inPass, Self.isBusy(token) { return markRun(token) }
-    guard reads.isLater(than: delivered) || Self.plantedDeliversStaleState else {
+    let last = delivered
+    guard reads.isLater(than: last) || Self.plantedDeliversStaleState else {
       guard relinking else { return token.unlock() }
       // The state delivered last is at least as late: follow what it read.
-      let (current, number) = (delivered, commits)
+      let number = commits
       token.unlock()
-      return relink(to: current, at: 2 &* number)
+      return relink(to: last, at: 2 &* number)
     }
-    guard relinking || !reads.readsSameRoots(as: delivered) else {
-      // The reads replaced are released after unlocking: the last reference to a root
-      // may be among them.
-      let replaced = delivered
+    guard relinking || !reads.readsSameRoots(as: last) else {
       delivered = reads
       commits &+= 1
       commitState(token, value, inPass: inPass)
-      return withExtendedLifetime(replaced) {}
+      // The reads replaced are released after unlocking: the last reference to a root
+      // may be among them.
+      return withExtendedLifetime(last) {}
     }
     // A switch: the roots no longer read are dropped before the state is delivered.
     let ahead = 2 &* (commits &+ 1) &- 1
