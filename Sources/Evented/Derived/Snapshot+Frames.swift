@@ -16,8 +16,16 @@ extension Snapshot {
       // One read (a map of one root): nothing to list once.
       let index = Int(trail[start])
       if frames == 0 { clearTrail() }
-      return Reads(
+      if let last = lastOfOneRoot, last.entries[0].identity == pins[index].identity,
+        last.entries[0].version == pins[index].version
+      {
+        return last
+      }
+      let reads = Reads(
         entries: [Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
+      // Kept only where another frame may follow: inside a frame or a pass from the roots up.
+      if frames > 0 || isEvaluatingUpstream { lastOfOneRoot = reads }
+      return reads
     }
     closings &+= 1
     if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }

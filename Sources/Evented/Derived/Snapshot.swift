@@ -68,6 +68,11 @@ final class Snapshot {
   /// reads list each pin once.
   @usableFromInline @exclusivity(unchecked) var listed: [UInt32] = []
   @usableFromInline @exclusivity(unchecked) var closings: UInt32 = 0
+  /// The reads of the last frame closed that read one root, which the next such frame
+  /// returns again if it read the same root at the same version: the values of a chain
+  /// of maps, or the sides of a diamond, then share one list of reads instead of
+  /// allocating one each.
+  @usableFromInline @exclusivity(unchecked) var lastOfOneRoot: Reads?
   /// Whose view of the roots the pins take; back to `.calling` when recycled.
   @usableFromInline @exclusivity(unchecked) var reader = Reader.calling
   /// Set while a deep chain is evaluated from the roots up (DerivedProperty+Evaluate.swift).
@@ -251,6 +256,7 @@ final class Snapshot {
     // `replaceSubrange`, several times dearer for the one or two pins usually here.
     while !pins.isEmpty { pins.removeLast() }
     while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
+    if lastOfOneRoot != nil { lastOfOneRoot = nil }
     clearTrail()
     frames = 0
   }
