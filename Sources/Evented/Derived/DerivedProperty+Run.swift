@@ -162,7 +162,7 @@ extension DerivedProperty {
   /// Whether the calling thread runs a transaction that wrote one of the roots of `reads`.
   @inlinable func readsOwnTransaction(_ reads: Reads) -> Bool {
     guard let transaction = DeliveringThread.existing?.pointee.transaction else { return false }
-    return reads.identities.contains { transaction.written.contains($0) }
+    return reads.entries.contains { transaction.written.contains($0.identity) }
   }
 
   /// Commits `value` as the node's new state; takes over the caller's lock of the hub.
