@@ -40,10 +40,4 @@ struct IdentityList {
     while keys.popLast() != nil {}
     if table != nil { table = nil }
   }
-
-  /// Keeps `keys`, in order.
-  @usableFromInline mutating func reindex(_ keys: [ObjectIdentifier]) {
-    self = IdentityList()
-    for key in keys { insert(key) }
-  }
 }

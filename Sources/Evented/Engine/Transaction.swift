@@ -136,6 +136,20 @@ class TransactionRecord: TransactionStep {
   }
 }
 
+/// The sources a running transaction wrote (``RunningTransaction/written``).
+@usableFromInline
+struct WrittenSources {
+  /// The transaction, which the caller holds.
+  @usableFromInline unowned(unsafe) let running: RunningTransaction
+
+  @inlinable init(running: RunningTransaction) {
+    self.running = running
+  }
+
+  /// Whether the source whose hub storage has the identity `key` was written.
+  @inlinable func contains(_ key: ObjectIdentifier) -> Bool { running.hasWritten(key) }
+}
+
 /// A nested transaction's start: what to restore if it throws.
 @usableFromInline
 struct Savepoint {
@@ -158,8 +172,10 @@ final class RunningTransaction {
   @usableFromInline @exclusivity(unchecked) var mark: OpenTransaction
   /// The sources written and the events sent, in order.
   @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
-  /// The identities of the hub storages of the sources written.
-  @usableFromInline @exclusivity(unchecked) var written = IdentityList()
+  /// The identities of the hub storages of the sources written in `steps[..<indexed]`:
+  /// indexed when first asked (``written``), as few transactions are.
+  @usableFromInline @exclusivity(unchecked) var writtenIndex = IdentityList()
+  @usableFromInline @exclusivity(unchecked) var indexed = 0
   /// The records of the sources read before any write there (TransactionReads.swift),
   /// removed from their sources when the transaction ends.
   @usableFromInline @exclusivity(unchecked) var reads: [TransactionStep] = []
@@ -182,8 +198,19 @@ final class RunningTransaction {
   /// Adds the first write of the source of `record`.
   @inlinable func add(_ record: TransactionRecord) {
     record.index = steps.count
-    written.insert(record.key)
     steps.append(record)
+  }
+
+  /// The sources written, by the identity of their hub's storage.
+  @inlinable var written: WrittenSources { WrittenSources(running: self) }
+
+  /// Whether the source whose hub storage has the identity `key` was written.
+  @inlinable func hasWritten(_ key: ObjectIdentifier) -> Bool {
+    while indexed < steps.count {
+      if let record = steps[indexed] as? TransactionRecord { writtenIndex.insert(record.key) }
+      indexed += 1
+    }
+    return writtenIndex.contains(key)
   }
 
   /// Adds an event to send when the transaction commits.
@@ -225,7 +252,8 @@ final class RunningTransaction {
       kept.append(record)
     }
     steps = kept
-    written.reindex(steps.compactMap { ($0 as? TransactionRecord)?.key })
+    writtenIndex.removeAll()
+    indexed = 0
   }
 }
 
@@ -359,7 +387,10 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   // type's generic value witnesses.
   while running.steps.popLast() != nil {}
   while running.reads.popLast() != nil {}
-  running.written.removeAll()
+  if running.indexed != 0 {
+    running.writtenIndex.removeAll()
+    running.indexed = 0
+  }
   if !running.savepoints.isEmpty { running.savepoints.removeAll() }
   thread.pointee.spareTransaction = consume ended
   DeliveringThread.exit(thread)
