@@ -40,7 +40,7 @@ final class LockCycles: @unchecked Sendable {
       case .lock(let cell, _): cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
       case .handler(let core, let runner): core.runner == runner ? runner : 0
       case .transaction(let open, _): open.isHeld.load(ordering: .acquiring) ? open.owner : 0
-      case .token: TransactionToken.shared.owner.load(ordering: .sequentiallyConsistent)
+      case .token: transactionTokenOwner.load(ordering: .sequentiallyConsistent)
       }
     }
   }

@@ -336,7 +336,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   let me = currentThreadID()
   guard let running = thread.pointee.spareTransaction.take() else {
     let running = RunningTransaction(OpenTransaction(owner: me))
-    TransactionToken.shared.take(me)
+    TransactionToken.take(me)
     thread.pointee.transaction = running
     transactionThread.store(me, ordering: .relaxed)
     return running
@@ -348,7 +348,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   } else {
     running.mark = OpenTransaction(owner: me)
   }
-  TransactionToken.shared.take(me)
+  TransactionToken.take(me)
   thread.pointee.transaction = running
   transactionThread.store(me, ordering: .relaxed)
   return running
@@ -382,7 +382,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
     for step in running.steps where step is TransactionRecord { step.commit() }
   }
   if !running.reads.isEmpty { running.eachRead { $0.commit() } }
-  TransactionToken.shared.give(running.mark)
+  TransactionToken.give(running.mark)
   // One at a time: `removeAll(keepingCapacity:)` destroys the elements through their
   // type's generic value witnesses.
   while running.steps.popLast() != nil {}
