@@ -186,10 +186,10 @@ final class RunningTransaction {
     self.mark = mark
   }
 
-  /// The record of this transaction that `found`, the record in a source's core read
-  /// under the source's lock, is, if it is one of a write: a record there is always
-  /// the open transaction's (every record is removed before the token is given back),
-  /// so no search is needed.
+  /// `found`, the record read from a source's core under the source's lock, if it is
+  /// this transaction's record of a write there. A record in a core is always the open
+  /// transaction's (each is removed before the token is given back), so the source's
+  /// own record answers, with no search among the steps.
   @inlinable func ownWrite(_ found: TransactionRecord?) -> TransactionRecord? {
     guard let found, !found.isRead, found.mark === mark else { return nil }
     return found
