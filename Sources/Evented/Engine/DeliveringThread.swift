@@ -46,6 +46,8 @@ struct DeliveringState {
   /// Sources that a forward from a handler on this thread filled beyond their backlog
   /// limit, whose room the thread waits for at the outermost frame's next boundary.
   @usableFromInline var owedRoom: [any OwedRoom] = []
+  /// A postponed drain that has run, kept for the next one of its type (Hub.swift).
+  @usableFromInline var spareDrain: PostponedDelivery?
   /// The transaction the thread is inside, if any (Transaction.swift).
   @usableFromInline var transaction: RunningTransaction?
   /// The bookkeeping of the thread's last transaction, kept for its next one.

@@ -59,7 +59,7 @@ extension Hub {
     isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
   ) where Message == Update<Stored> {
     let state = token.state
-    if let record = running.record(of: ObjectIdentifier(storage)) {
+    if let record = running.ownWrite(state.pointee.core?.pointee.transaction) {
       if running.rewrite(record) {
         let current = state.pointee.stored
         running.save { [self] in

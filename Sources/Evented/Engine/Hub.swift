@@ -182,10 +182,23 @@ struct Hub<Message: Sendable, Stored>: @unchecked Sendable {
     if inPass, thread.pointee.depth == 1, thread.pointee.firstPostponed == nil {
       return drain(first, core: core, thread: thread)
     }
+    typealias Drain = PostponedDrain<Message, Stored, P>
+    // The thread's spare drain, if it has this type, serves again: no allocation.
+    if let spare = thread.pointee.spareDrain, ObjectIdentifier(type(of: spare)) == ObjectIdentifier(Drain.self) {
+      let postponed = unsafeDowncast(spare, to: Drain.self)
+      thread.pointee.spareDrain = nil
+      postponed.hub = self
+      postponed.first = consume first
+      postponed.core = core
+      return DeliveringThread.postpone(thread, postponed)
+    }
     // The closure captures nothing: it is made here, in specialized code, so that the
     // postponed drain runs specialized too.
-    let postponed = PostponedDrain(self, first, core: core) { postponed, thread in
-      postponed.hub.drain(postponed.first, core: postponed.core, thread: thread)
+    let postponed = Drain(self, first, core: core) { postponed, thread in
+      guard let hub = postponed.hub.take(), let first = postponed.first.take() else { return }
+      hub.drain(first, core: postponed.core, thread: thread)
+      // Holding nothing of the source now, it is kept for the thread's next one.
+      if thread.pointee.spareDrain == nil { thread.pointee.spareDrain = postponed }
     }
     DeliveringThread.postpone(thread, postponed)
   }
@@ -349,11 +362,14 @@ final class EndingSubscriptions {
 
 /// A source's delivery of `first`, and of its queue after it, postponed to the outermost
 /// delivery frame of the thread, which holds the source's delivering role meanwhile.
+/// Once run, it holds nothing of the source, and waits as the thread's spare
+/// (`DeliveringState.spareDrain`) for the next delivery of its type postponed there.
+/// Touched only by its thread.
 @usableFromInline
 final class PostponedDrain<Message: Sendable, Stored, P: Package<Message>>: PostponedDelivery {
-  @usableFromInline let hub: Hub<Message, Stored>
-  @usableFromInline let first: P
-  @usableFromInline let core: UnsafeMutablePointer<HubCore<Message>>
+  @usableFromInline @exclusivity(unchecked) var hub: Hub<Message, Stored>?
+  @usableFromInline @exclusivity(unchecked) var first: P?
+  @usableFromInline @exclusivity(unchecked) var core: UnsafeMutablePointer<HubCore<Message>>
   @usableFromInline let body: (PostponedDrain, UnsafeMutablePointer<DeliveringState>) -> Void
 
   @inlinable init(

@@ -31,6 +31,8 @@ final class LockCycles: @unchecked Sendable {
     /// The end of an open transaction, to write what it wrote (`wanting`) or to begin
     /// one (Transaction.swift).
     case transaction(OpenTransaction, wanting: String)
+    /// The transaction token, to begin a transaction (`wanting`).
+    case token(wanting: String)
 
     /// The thread that must move for this wait to end, or 0 if none.
     var holder: UInt {
@@ -38,6 +40,7 @@ final class LockCycles: @unchecked Sendable {
       case .lock(let cell, _): cell.pointee.word.load(ordering: .acquiring) & ~LockCell.waitersBit
       case .handler(let core, let runner): core.runner == runner ? runner : 0
       case .transaction(let open, _): open.isHeld.load(ordering: .acquiring) ? open.owner : 0
+      case .token: transactionTokenOwner.load(ordering: .sequentiallyConsistent)
       }
     }
   }
@@ -75,6 +78,16 @@ final class LockCycles: @unchecked Sendable {
     startWaiting(me, .transaction(open, wanting: wanting))
   }
 
+  /// Registers that `me` waits for the transaction token, held by whichever thread
+  /// holds it, to do what `wanting` says; stops with a message if that closes a cycle
+  /// of waits.
+  ///
+  /// - Precondition: Called by the thread `me`, which must call ``stopWaiting(_:)``
+  ///   once its wait ends.
+  func startWaiting(_ me: UInt, forTokenWanting wanting: String) {
+    startWaiting(me, .token(wanting: wanting))
+  }
+
   private func startWaiting(_ me: UInt, _ wait: Wait) {
     let cycle: [Wait]? = mutex.withLock {
       waits[me] = wait
@@ -96,7 +109,7 @@ final class LockCycles: @unchecked Sendable {
       switch step {
       case .lock(_, let guarding): locks.append(guarding)
       case .handler: waitsForAHandler = true
-      case .transaction(_, let wanting): transactionWaits.append(wanting)
+      case .transaction(_, let wanting), .token(let wanting): transactionWaits.append(wanting)
       }
     }
     if !transactionWaits.isEmpty {

@@ -136,6 +136,20 @@ class TransactionRecord: TransactionStep {
   }
 }
 
+/// The sources a running transaction wrote (``RunningTransaction/written``).
+@usableFromInline
+struct WrittenSources {
+  /// The transaction, which the caller holds.
+  @usableFromInline unowned(unsafe) let running: RunningTransaction
+
+  @inlinable init(running: RunningTransaction) {
+    self.running = running
+  }
+
+  /// Whether the source whose hub storage has the identity `key` was written.
+  @inlinable func contains(_ key: ObjectIdentifier) -> Bool { running.hasWritten(key) }
+}
+
 /// A nested transaction's start: what to restore if it throws.
 @usableFromInline
 struct Savepoint {
@@ -156,10 +170,12 @@ struct Savepoint {
 final class RunningTransaction {
   /// The transaction; its thread's last one, ended, while this waits as its spare.
   @usableFromInline @exclusivity(unchecked) var mark: OpenTransaction
-  /// The sources written, by the identity of their hub's storage, and the events sent,
-  /// in order.
+  /// The sources written and the events sent, in order.
   @usableFromInline @exclusivity(unchecked) var steps: [TransactionStep] = []
-  @usableFromInline @exclusivity(unchecked) var written = IdentityList()
+  /// The identities of the hub storages of the sources written in `steps[..<indexed]`:
+  /// indexed when first asked (``written``), as few transactions are.
+  @usableFromInline @exclusivity(unchecked) var writtenIndex = IdentityList()
+  @usableFromInline @exclusivity(unchecked) var indexed = 0
   /// The records of the sources read before any write there (TransactionReads.swift),
   /// removed from their sources when the transaction ends.
   @usableFromInline @exclusivity(unchecked) var reads: [TransactionStep] = []
@@ -170,24 +186,31 @@ final class RunningTransaction {
     self.mark = mark
   }
 
-  /// The record found last by ``record(of:)``: a transaction often writes one source
-  /// several times in a row.
-  @usableFromInline @exclusivity(unchecked) var lastFound: TransactionRecord?
-
-  /// The record of the source `key` written by this transaction, if any.
-  @inlinable func record(of key: ObjectIdentifier) -> TransactionRecord? {
-    if let lastFound, lastFound.key == key { return lastFound }
-    guard let index = written.index(of: key) else { return nil }
-    let found = unsafeDowncast(steps[index], to: TransactionRecord.self)
-    lastFound = found
+  /// `found`, the record read from a source's core under the source's lock, if it is
+  /// this transaction's record of a write there. A record in a core is always the open
+  /// transaction's (each is removed before the token is given back), so the source's
+  /// own record answers, with no search among the steps.
+  @inlinable func ownWrite(_ found: TransactionRecord?) -> TransactionRecord? {
+    guard let found, !found.isRead, found.mark === mark else { return nil }
     return found
   }
 
   /// Adds the first write of the source of `record`.
   @inlinable func add(_ record: TransactionRecord) {
     record.index = steps.count
-    written.insert(record.key, at: steps.count)
     steps.append(record)
+  }
+
+  /// The sources written, by the identity of their hub's storage.
+  @inlinable var written: WrittenSources { WrittenSources(running: self) }
+
+  /// Whether the source whose hub storage has the identity `key` was written.
+  @inlinable func hasWritten(_ key: ObjectIdentifier) -> Bool {
+    while indexed < steps.count {
+      if let record = steps[indexed] as? TransactionRecord { writtenIndex.insert(record.key) }
+      indexed += 1
+    }
+    return writtenIndex.contains(key)
   }
 
   /// Adds an event to send when the transaction commits.
@@ -229,8 +252,8 @@ final class RunningTransaction {
       kept.append(record)
     }
     steps = kept
-    lastFound = nil
-    written.reindex(steps.map { ($0 as? TransactionRecord)?.key })
+    writtenIndex.removeAll()
+    indexed = 0
   }
 }
 
@@ -312,13 +335,20 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
   let me = currentThreadID()
   guard let running = thread.pointee.spareTransaction.take() else {
-    let running = RunningTransaction(TransactionToken.shared.take(me, reusing: nil))
+    let running = RunningTransaction(OpenTransaction(owner: me))
+    TransactionToken.take(me)
     thread.pointee.transaction = running
     transactionThread.store(me, ordering: .relaxed)
     return running
   }
-  let spare = isKnownUniquelyReferenced(&running.mark) ? running.mark : nil
-  running.mark = TransactionToken.shared.take(me, reusing: spare)
+  if isKnownUniquelyReferenced(&running.mark) {
+    // Nothing else holds the thread's last transaction: it serves again.
+    running.mark.isOpen.store(true, ordering: .relaxed)
+    running.mark.isHeld.store(true, ordering: .relaxed)
+  } else {
+    running.mark = OpenTransaction(owner: me)
+  }
+  TransactionToken.take(me)
   thread.pointee.transaction = running
   transactionThread.store(me, ordering: .relaxed)
   return running
@@ -329,10 +359,11 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
 @usableFromInline func endTransaction(
   _ running: RunningTransaction, _ thread: UnsafeMutablePointer<DeliveringState>, committing: Bool
 ) {
-  thread.pointee.transaction = nil
+  // Kept here until it becomes the thread's spare, at the end: moved, not copied.
+  let ended = thread.pointee.transaction.take()
   transactionThread.store(0, ordering: .relaxed)
   if committing {
-    for step in running.steps { step.settle() }
+    running.eachStep { $0.settle() }
   } else {
     for step in running.steps.reversed() {
       guard let record = step as? TransactionRecord else { continue }
@@ -345,18 +376,38 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
     }
   }
   running.mark.isOpen.store(false, ordering: .releasing)
-  for step in running.steps where committing || step is TransactionRecord { step.commit() }
-  for read in running.reads { read.commit() }
-  TransactionToken.shared.give(running.mark)
+  if committing {
+    running.eachStep { $0.commit() }
+  } else {
+    for step in running.steps where step is TransactionRecord { step.commit() }
+  }
+  if !running.reads.isEmpty { running.eachRead { $0.commit() } }
+  TransactionToken.give(running.mark)
   // One at a time: `removeAll(keepingCapacity:)` destroys the elements through their
   // type's generic value witnesses.
   while running.steps.popLast() != nil {}
   while running.reads.popLast() != nil {}
-  running.lastFound = nil
-  running.written.removeAll()
-  running.savepoints.removeAll()
-  thread.pointee.spareTransaction = running
+  if running.indexed != 0 {
+    running.writtenIndex.removeAll()
+    running.indexed = 0
+  }
+  if !running.savepoints.isEmpty { running.savepoints.removeAll() }
+  thread.pointee.spareTransaction = consume ended
   DeliveringThread.exit(thread)
+}
+
+extension RunningTransaction {
+  /// Calls `body` with each step, in order, without retaining it: `steps` keeps it,
+  /// and nothing adds or removes steps meanwhile (the transaction is no longer the
+  /// thread's).
+  @inlinable func eachStep(_ body: (TransactionStep) -> Void) {
+    for index in steps.indices { Unmanaged.passUnretained(steps[index])._withUnsafeGuaranteedRef(body) }
+  }
+
+  /// ``eachStep(_:)`` for the records of the sources read.
+  @inlinable func eachRead(_ body: (TransactionStep) -> Void) {
+    for index in reads.indices { Unmanaged.passUnretained(reads[index])._withUnsafeGuaranteedRef(body) }
+  }
 }
 
 extension HubState {

@@ -230,7 +230,7 @@ extension HubState {
   ) -> ArrayWrite<Element>? where Stored == ArrayStore<Element>, Message == ArrayChangeset<Element> {
     guard transactionsBegun.load(ordering: .relaxed), let running = DeliveringThread.existing?.pointee.transaction
     else { return nil }
-    if let record = running.record(of: ObjectIdentifier(hub.storage)) {
+    if let record = running.ownWrite(state.pointee.core?.pointee.transaction) {
       let write = unsafeDowncast(record, to: ArrayWrite<Element>.self)
       if running.rewrite(record) { write.save(running, elements: state.pointee.stored.share()) }
       return write
