@@ -149,9 +149,12 @@ func pairWriteBench(_ peer: Peer, inTransaction: Bool) -> Result<Bench, Unavaila
         .onThisThread(sink: sink, deliveries: 1, keepAlive: [x, y, subscription]) { n in
           for _ in 0..<n {
             next &+= 1
+            // A constant for the closure: a captured `var` would add the language's
+            // exclusivity checks to what is measured.
+            let value = next
             transaction {
-              x.value = next
-              y.value = next
+              x.value = value
+              y.value = value
             }
           }
         })
@@ -207,12 +210,16 @@ func tenWritesBench(_ peer: Peer) -> Result<Bench, Unavailable> {
     return .success(
       .onThisThread(sink: sink, deliveries: 1, keepAlive: [property, subscription]) { n in
         for _ in 0..<n {
+          // A local counter in the closure, as above.
+          let first = next
           transaction {
+            var value = first
             for _ in 0..<10 {
-              next &+= 1
-              property.value = next
+              value &+= 1
+              property.value = value
             }
           }
+          next &+= 10
         }
       })
   case .openCombine:
