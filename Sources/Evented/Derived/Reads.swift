@@ -65,6 +65,10 @@ struct Reads: Sendable {
   /// they share read the same roots (the choices a body makes depend on what it read),
   /// so a state that differs from another differs in a root both read.
   @inlinable func isLater(than other: Reads) -> Bool {
+    // One root on both sides, most values: no loop.
+    if entries.count == 1, other.entries.count == 1, entries[0].identity == other.entries[0].identity {
+      return entries[0].version > other.entries[0].version
+    }
     if readsSameRoots(as: other) {
       var newer = false
       for index in entries.indices {
