@@ -28,8 +28,9 @@ import Synchronization
 /// not wait.
 @usableFromInline
 final class TransactionToken: @unchecked Sendable {
-  // @unchecked Sendable: `mutex` owns no field; the waits for the token and for a
-  // transaction's end are made on its condition.
+  // @unchecked Sendable: owns the lock `mutex`, which guards no stored state (the
+  // token's owner and its waiters are the atomics above); threads wait on its condition
+  // for the token and for a transaction's end, and are woken under it.
   static let shared = TransactionToken()
 
   private let mutex = RawMutex()
