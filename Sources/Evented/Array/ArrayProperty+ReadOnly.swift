@@ -106,8 +106,10 @@ final class ArrayRoot<Element: Sendable>: Root {
     if !hub.storage.isHeldByCurrentThread { _ = hub.liveCount }
   }
 
+  /// `mapped` is only for a `map` of a property: never an array's.
   @usableFromInline func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void,
+    mapped: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   ) -> SubscriptionCore {
     // Every commit after the subscription counts the store's version up by one and
     // reaches this subscription, in commit order.

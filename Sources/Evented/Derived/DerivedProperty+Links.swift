@@ -29,7 +29,8 @@ extension DerivedProperty {
       if step.added.isEmpty { continue }
       var made: [EffectState.Link] = []
       for root in step.added {
-        made.append(EffectState.Link(identity: root.identity, root: root, core: root.notify(self, onCommit)))
+        let core = root.notify(self, onCommit, mapped: onMappedCommit)
+        made.append(EffectState.Link(identity: root.identity, root: root, core: core))
         // A commit made between the read and the link reached no link: run again.
         if let version = step.reads.version(of: root.identity), root.versionNow != version { moved = true }
       }

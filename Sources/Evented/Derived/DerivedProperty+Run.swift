@@ -7,7 +7,9 @@
 // A commit that reaches a link is evaluated in a snapshot that pins only that commit:
 // if the value reads nothing else, that is the state the commit made, delivered even
 // while later commits wait (a thread's own writes, seen one by one); if it reads other
-// roots too, the latest consistent state of all of them is taken instead.
+// roots too, the latest consistent state of all of them is taken instead. A `map` of a
+// property needs no snapshot: the commit is its state, and its transform runs on the
+// committed value (``publishMapped(_:)``).
 //
 // Bounded: a commit that reaches a link while a thread delivers the node's states
 // (another thread, or this one further up its stack) only marks the node: one run
@@ -52,6 +54,25 @@ extension DerivedProperty {
     snapshot.recycle()
     publish(value, reads, inPass: true)
     return true
+  }
+
+  /// ``publishCommit(_:)`` of a `map` of a property, whose commit is the state, without
+  /// a snapshot: the memo's value if the memo holds that commit, else the transform of
+  /// the committed value, remembered as ``compute(in:)`` would. Runs in the property's
+  /// delivery.
+  @inlinable func publishMapped(_ commit: Snapshot.Pin) {
+    let (identity, version) = (commit.identity, commit.version)
+    let found = memo.withLock { memo -> (Value, Reads)? in
+      guard memo.reads.count == 1, memo.reads.entries[0].identity == identity,
+        memo.reads.entries[0].version == version, !memo.values.isEmpty
+      else { return nil }
+      return (memo.values[0], memo.reads)
+    }
+    if let found { return publish(found.0, found.1, inPass: true) }
+    let value = transformOfRoot.unsafelyUnwrapped(commit.value)
+    let reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
+    if !Self.isInTransaction { remember(value, reads) }
+    publish(value, reads, inPass: true)
   }
 
   /// ``publishCommit(_:)`` in a frame of its own.

@@ -67,9 +67,15 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// The value in a snapshot of the roots; keeps its sources alive. Set to nil only by
   /// the teardown of a chain (``detachForTeardown()``).
   @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
+  /// For a `map` of a property: the transform of the property's value, which a commit of
+  /// the property runs without a snapshot (``publishMapped(_:)``).
+  @usableFromInline let transformOfRoot: (@Sendable (any Sendable) -> Value)?
   /// The response to a commit of a linked root: ``refresh(commit:)``, made in code
   /// specialized for `Value`.
   @usableFromInline let onCommit: @Sendable (AnyObject, Snapshot) -> Void
+  /// ``publishMapped(_:)``, made in code specialized for `Value`, for a `map` of a
+  /// property (with ``transformOfRoot``).
+  @usableFromInline let onMappedCommit: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   /// ``keepsLinksNow()``, made in code specialized for `Value`.
   @usableFromInline let checkLinks: @Sendable (DerivedProperty<Value>) -> Bool
   /// ``hasDelivered(_:at:)`` of a node given as an object, made in code specialized for
@@ -115,9 +121,14 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// code specialized for `Value`.
   @inlinable init(
     upstream: [any EvaluatedNode] = [], keeper: TargetKeeper? = nil, isDuplicate: (@Sendable (Value, Value) -> Bool)?,
-    body: @escaping @Sendable (Snapshot) -> Value
+    transformOfRoot: (@Sendable (any Sendable) -> Value)? = nil, body: @escaping @Sendable (Snapshot) -> Value
   ) {
     onCommit = { node, commit in unsafeDowncast(node, to: DerivedProperty<Value>.self).refresh(commit: commit) }
+    if transformOfRoot == nil || Self.isLarge {
+      onMappedCommit = nil
+    } else {
+      onMappedCommit = { node, commit in unsafeDowncast(node, to: DerivedProperty<Value>.self).publishMapped(commit) }
+    }
     checkLinks = { node in node.keepsLinksNow() }
     checkDelivered = { node, identity, version in
       unsafeDowncast(node, to: DerivedProperty<Value>.self).hasDelivered(identity, at: version)
@@ -137,6 +148,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     height = Self.height(above: upstream)
     readsFixedRoots = keeper == nil && upstream.allSatisfy(\.readsFixedRoots)
     self.body = body
+    self.transformOfRoot = Self.isLarge ? nil : transformOfRoot
     // Made inside a transaction, the node starts from the state other threads see: the
     // state this thread sees may hold part of the transaction, which neither the
     // node's observers nor its memo may ever hold.

@@ -7,9 +7,13 @@ extension PropertyProtocol {
     _ transform: @escaping @Sendable (Value) -> T, isDuplicate: (@Sendable (T, T) -> Bool)?
   ) -> ReadOnlyProperty<T> {
     let source = readOnly
-    let node = DerivedProperty(upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate) {
-      snapshot in transform(source.evaluate(in: snapshot))
-    }
+    // Of a property (not a large value, which goes through a snapshot: Parcel.swift), a
+    // commit runs the transform without one.
+    let ofRoot: (@Sendable (any Sendable) -> T)? =
+      source.viewed == nil || MemoryLayout<Value>.size > largeMessageSize ? nil : { @Sendable in transform(unbox($0)) }
+    let node = DerivedProperty(
+      upstream: [source.computedNode].compactMap { $0 }, isDuplicate: isDuplicate, transformOfRoot: ofRoot
+    ) { snapshot in transform(source.evaluate(in: snapshot)) }
     return ReadOnlyProperty(derived: node)
   }
 

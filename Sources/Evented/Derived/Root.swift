@@ -27,9 +27,11 @@ protocol Root: AnyObject, Sendable {
   func sweep()
   /// Subscribes `refresh` to every commit of the source, with `node` as the owner;
   /// `refresh` receives a snapshot that pins only the commit, and recycles it
-  /// (``Snapshot/ofCommit(of:version:value:)``).
+  /// (``Snapshot/ofCommit(of:version:value:)``). A property's commit goes to `mapped`
+  /// instead if there is one, as a pin, without a snapshot (a `map` of the property).
   func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void,
+    mapped: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   ) -> SubscriptionCore
 }
 
@@ -81,12 +83,20 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   /// ``notify(_:_:)``, made by the initializer of a property's root (its handler runs
   /// for every commit); nil for a root that is only read, never notified.
   @usableFromInline let notifying:
-    (@Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore)?
+    (
+      @Sendable (
+        HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void,
+        (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
+      ) -> SubscriptionCore
+    )?
 
   @inlinable init(
     _ hub: Hub<Message, Stored>,
     notifying: (
-      @Sendable (HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void) -> SubscriptionCore
+      @Sendable (
+        HubRoot, any ObservedNode, @escaping @Sendable (AnyObject, Snapshot) -> Void,
+        (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
+      ) -> SubscriptionCore
     )?,
     lazy: LazyHooks? = nil
   ) {
@@ -129,17 +139,20 @@ final class HubRoot<Message: Sendable, Stored: Sendable>: Root {
   }
 
   @usableFromInline func notify(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void,
+    mapped: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   ) -> SubscriptionCore {
     guard let notifying else { fatalError("Evented: a root that is only read was notified") }
-    return notifying(self, node, refresh)
+    return notifying(self, node, refresh, mapped)
   }
 }
 
 extension HubRoot where Message == Update<Stored> {
-  /// Subscribes `refresh` to every commit, with `node` as the owner (see ``notify(_:_:)``).
+  /// Subscribes `refresh`, or `mapped`, to every commit, with `node` as the owner (see
+  /// ``notify(_:_:mapped:)``).
   @inlinable func subscribe(
-    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void
+    _ node: any ObservedNode, _ refresh: @escaping @Sendable (AnyObject, Snapshot) -> Void,
+    mapped: (@Sendable (AnyObject, Snapshot.Pin) -> Void)?
   ) -> SubscriptionCore {
     // Every commit after the subscription bumps the version by one and reaches this
     // subscription, in commit order: counting them gives each one's version.
@@ -151,6 +164,9 @@ extension HubRoot where Message == Update<Stored> {
       // A transaction's commits are visible together: the state another of them made the
       // node deliver may hold this one already. `owner` is the node.
       if update.isFromTransaction, hasDelivered(owner, identity, committed) { return }
+      if mapped != nil {
+        return mapped.unsafelyUnwrapped(owner, Snapshot.Pin(root: self, version: committed, value: update.new))
+      }
       refresh(owner, Snapshot.ofCommit(of: self, version: committed, value: update.new))
     }
     // The version every other thread reads: an open transaction's commit counts one more.
@@ -234,6 +250,7 @@ final class RootEntry<Message>: Entry<Message>, @unchecked Sendable {
 extension HubRoot where Message == Update<Stored> {
   /// The root of a property's hub.
   @inlinable convenience init(property hub: Hub<Message, Stored>, lazy: LazyHooks? = nil) {
-    self.init(hub, notifying: { root, node, refresh in root.subscribe(node, refresh) }, lazy: lazy)
+    self.init(
+      hub, notifying: { root, node, refresh, mapped in root.subscribe(node, refresh, mapped: mapped) }, lazy: lazy)
   }
 }
