@@ -69,7 +69,8 @@ extension DerivedProperty {
       return (memo.values[0], memo.reads)
     }
     if let found { return publish(found.0, found.1, inPass: true) }
-    let value = transformOfRoot.unsafelyUnwrapped(commit.value)
+    // Called through the optional, which binding or unwrapping would copy (a retain).
+    guard let value = transformOfRoot?(commit.value) else { fatalError("Evented: a map without its transform") }
     let reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
     if !Self.isInTransaction { remember(value, reads) }
     publish(value, reads, inPass: true)

@@ -36,6 +36,19 @@ final class Friend: Sendable {
     subscription.cancel()
   }
 
+  /// A map's transform may return nil: an optional result is a value like any other,
+  /// delivered for every change.
+  @Test func mapToAnOptionalDeliversNilLikeAnyValue() {
+    let count = Property(1)
+    let even: ReadOnlyProperty<Int?> = count.map { $0.isMultiple(of: 2) ? $0 : nil }
+    let seen = Recorder<Int?>()
+    let subscription = even.observe { seen.append($0) }
+    for value in 2...4 { count.value = value }
+    #expect(seen.values == [nil, 2, nil, 4])
+    #expect(even.value == 4)
+    subscription.cancel()
+  }
+
   @Test func readOnlyPropertyOfAPropertyIsAView() {
     let property = Property(4)
     let view = ReadOnlyProperty(property)
