@@ -12,8 +12,9 @@ extension Snapshot {
   /// read by the frame around it.
   @usableFromInline func closeFrame(_ start: Int) -> Reads {
     frames -= 1
-    if trail.count - start == 1 {
-      // One read (a map of one root): nothing to list once.
+    if readOneRoot(from: start) {
+      // One root read (a map of one root, or both sides of a diamond): listed once.
+      while trail.count - start > 1 { trail.removeLast() }
       let index = Int(trail[start])
       if frames == 0 { clearTrail() }
       if let last = lastOfOneRoot, last.entries[0].identity == pins[index].identity,
@@ -44,6 +45,13 @@ extension Snapshot {
     trail.removeLast(trail.count - kept)
     if frames == 0 { clearTrail() }
     return reads
+  }
+
+  /// Whether the reads in `trail` from `start` on are of one root, read once or more.
+  @inlinable func readOneRoot(from start: Int) -> Bool {
+    guard start < trail.count else { return false }
+    for position in (start &+ 1)..<trail.count where trail[position] != trail[start] { return false }
+    return true
   }
 
   /// Empties `trail`, keeping its capacity: one read is removed alone, since

@@ -69,4 +69,27 @@ import Testing
       #expect(snapshot.pins.count == count)
     }
   }
+
+  /// A frame that reads one root several times (the two sides of a diamond) lists it
+  /// once, shares the reads of the frame before it of that root at that version, and
+  /// leaves one read of it to the frame around it.
+  @Test func aFrameThatReadsOneRootTwiceListsItOnceAndSharesItsReads() {
+    let a = Property(1)
+    let b = Property(2)
+    let snapshot = Snapshot()
+    let outer = snapshot.openFrame()
+    let side = snapshot.openFrame()
+    _ = snapshot.read(a)
+    let sideReads = snapshot.closeFrame(side)
+    let diamond = snapshot.openFrame()
+    _ = snapshot.read(a)
+    _ = snapshot.read(a)
+    let diamondReads = snapshot.closeFrame(diamond)
+    #expect(diamondReads.count == 1)
+    #expect(diamondReads.entries.withUnsafeBufferPointer(\.baseAddress)
+      == sideReads.entries.withUnsafeBufferPointer(\.baseAddress))
+    _ = snapshot.read(b)
+    let all = snapshot.closeFrame(outer)
+    #expect(all.entries.map(\.identity) == [ObjectIdentifier(a.hub.storage), ObjectIdentifier(b.hub.storage)])
+  }
 }
