@@ -86,8 +86,9 @@ import Testing
     _ = snapshot.read(a)
     let diamondReads = snapshot.closeFrame(diamond)
     #expect(diamondReads.count == 1)
-    #expect(diamondReads.entries.withUnsafeBufferPointer(\.baseAddress)
-      == sideReads.entries.withUnsafeBufferPointer(\.baseAddress))
+    #expect(
+      diamondReads.entries.withUnsafeBufferPointer(\.baseAddress)
+        == sideReads.entries.withUnsafeBufferPointer(\.baseAddress))
     _ = snapshot.read(b)
     let all = snapshot.closeFrame(outer)
     #expect(all.entries.map(\.identity) == [ObjectIdentifier(a.hub.storage), ObjectIdentifier(b.hub.storage)])
