@@ -62,7 +62,6 @@ extension DerivedProperty {
   /// The body's value in `snapshot`, and what it read, remembered for the next read if
   /// the state held.
   @inlinable func compute(in snapshot: Snapshot) -> (Value, Reads) {
-    guard let body else { fatalError("Evented: a derived value was read while it was freed") }
     if height > Snapshot.deepChain || keeper != nil {
       if !snapshot.isEvaluatingUpstream {
         Self.evaluateUpstream(upstream, in: snapshot)
@@ -73,7 +72,7 @@ extension DerivedProperty {
       }
     }
     let start = snapshot.openFrame()
-    let value = body(snapshot)
+    let value = body._withUnsafeGuaranteedRef { $0.evaluate(snapshot) }
     let reads = snapshot.closeFrame(start)
     // Only a state that held is remembered: an evaluation whose roots moved between two
     // pins is retried by its caller, and its versions, which never held together, must

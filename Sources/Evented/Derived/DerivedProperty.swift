@@ -24,7 +24,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   // @unchecked Sendable: `delivered`, `commits`, `isMarked` and `runner` are guarded by the lock of this node's
   // own `hub` (touched only under `hub.storage`'s lock, or between `hub.lockForCommit()`
   // and the commit that unlocks); `memo` and `links` are guarded by their own locks.
-  // `body` and `upstream` are written after initialization only by the node's own
+  // `bodyOwner` and `sources` are written after initialization only by the node's own
   // deinit (``detachForTeardown()``), when nothing else can reach it. Everything else
   // is immutable.
 
@@ -64,9 +64,13 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   /// The derived value as last delivered, and the observers.
   @usableFromInline let hub: Hub<Update<Value>, Value>
   @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  /// The value in a snapshot of the roots; keeps its sources alive. Set to nil only by
-  /// the teardown of a chain (``detachForTeardown()``).
-  @usableFromInline @exclusivity(unchecked) var body: (@Sendable (Snapshot) -> Value)?
+  /// The value in a snapshot of the roots (``Body``); keeps its sources alive. Set to
+  /// nil only by the teardown of a chain (``detachForTeardown()``), which frees what the
+  /// body holds.
+  @usableFromInline @exclusivity(unchecked) var bodyOwner: Body?
+  /// ``bodyOwner``, called without a retain (a call through the `var` would retain the
+  /// closure): valid while the node is not being freed, the only time a body runs.
+  @usableFromInline let body: Unmanaged<Body>
   /// For a `map` of a property: the transform of the property's value, which a commit of
   /// the property runs without a snapshot (``publishMapped(_:)``).
   @usableFromInline let transformOfRoot: (@Sendable (any Sendable) -> Value)?
@@ -147,7 +151,8 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     self.keeper = keeper
     height = Self.height(above: upstream)
     readsFixedRoots = keeper == nil && upstream.allSatisfy(\.readsFixedRoots)
-    self.body = body
+    let owner = Body(body)
+    (bodyOwner, self.body) = (owner, Unmanaged.passUnretained(owner))
     self.transformOfRoot = Self.isLarge ? nil : transformOfRoot
     // Made inside a transaction, the node starts from the state other threads see: the
     // state this thread sees may hold part of the transaction, which neither the
@@ -190,6 +195,18 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
   }
 }
 
+extension DerivedProperty {
+  /// A node's body, in an object of its own, so that it is called through a `let`
+  /// (``DerivedProperty/body``) and still freed by the teardown of a chain.
+  @usableFromInline final class Body: Sendable {
+    @usableFromInline let evaluate: @Sendable (Snapshot) -> Value
+
+    @usableFromInline init(_ evaluate: @escaping @Sendable (Snapshot) -> Value) {
+      self.evaluate = evaluate
+    }
+  }
+}
+
 /// A computed node, seen by the evaluation of a deep chain and by its teardown.
 @usableFromInline
 protocol EvaluatedNode: AnyObject, Sendable {
@@ -218,7 +235,7 @@ extension DerivedProperty: EvaluatedNode {
   @usableFromInline func detachForTeardown() -> [any EvaluatedNode] {
     var below = sources
     sources = []
-    body = nil
+    bodyOwner = nil
     if let target = keeper?.take() { below.append(target) }
     return below
   }
