@@ -44,9 +44,19 @@ extension DerivedProperty {
   /// taken afterwards, if the memo still holds that state, so that a large value is not
   /// copied for a state that does not match.
   @inlinable func memoizedReads(in snapshot: Snapshot) -> Reads? {
-    guard let reads = memo.withLock({ $0.values.isEmpty ? nil : $0.reads }),
-      snapshot.matches(reads, pinningAll: readsFixedRoots)
-    else { return nil }
+    var isKnown = false
+    let reads = memo.withLock { memo -> Reads? in
+      if memo.values.isEmpty {
+        isKnown = true
+        return nil
+      }
+      // Of one root pinned already: told here, and a miss copies nothing out (a retain).
+      guard memo.reads.count == 1, let matched = snapshot.matchesPinned(memo.reads) else { return memo.reads }
+      isKnown = true
+      return matched ? memo.reads : nil
+    }
+    if isKnown { return reads }
+    guard let reads, snapshot.matches(reads, pinningAll: readsFixedRoots) else { return nil }
     return reads
   }
 

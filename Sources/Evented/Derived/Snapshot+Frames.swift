@@ -82,6 +82,16 @@ extension Snapshot {
     return true
   }
 
+  /// ``matches(_:pinningAll:)`` of the reads of one root pinned here already, which
+  /// pins nothing and calls nothing, so that it can run under a memo's lock; nil for
+  /// other reads.
+  @inlinable func matchesPinned(_ reads: Reads) -> Bool? {
+    guard reads.count == 1, let index = find(reads.entries[0].identity) else { return nil }
+    guard pins[index].version == reads.entries[0].version else { return false }
+    if frames > 0 { trail.append(Int32(truncatingIfNeeded: index)) }
+    return true
+  }
+
   /// Whether `reads`, read in this snapshot, held together: one root, or each is still
   /// at the version read.
   @inlinable func held(_ reads: Reads) -> Bool {
