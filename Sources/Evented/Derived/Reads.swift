@@ -3,6 +3,8 @@
 // effect delivers a state only if it is later than the reads it delivered last, and
 // links to the roots its last reads name.
 
+import Synchronization
+
 /// The roots one evaluation read, each once in the order first read, with the version
 /// of each that it read. One array, so that recording a value's reads allocates once.
 @usableFromInline
@@ -36,6 +38,12 @@ struct Reads: Sendable {
   }
 
   @inlinable var count: Int { entries.count }
+
+  /// The address of the version word of the one root read (``Root/versionWord``), if
+  /// there is one root and it has a word; else 0.
+  @inlinable var wordOfOneRoot: UInt {
+    count == 1 ? entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
+  }
   @inlinable var roots: [any Root] { entries.map(\.root) }
   @inlinable var identities: [ObjectIdentifier] { entries.map(\.identity) }
   @inlinable var versions: [UInt64] { entries.map(\.version) }
