@@ -62,12 +62,12 @@ extension DerivedProperty {
   /// delivery.
   @inlinable func publishMapped(_ commit: Snapshot.Pin) {
     let (identity, version) = (commit.identity, commit.version)
-    var spare: Reads?
+    var (spare, word): (Reads?, UInt) = (nil, 0)
     let found = memo.withLock { memo -> (Value, Reads)? in
-      guard memo.reads.count == 1, memo.reads.entries[0].identity == identity,
-        memo.reads.entries[0].version == version, !memo.values.isEmpty
-      else {
+      guard memo.reads.count == 1, memo.reads.entries[0].identity == identity, !memo.values.isEmpty else { return nil }
+      guard memo.reads.entries[0].version == version else {
         swap(&spare, &memo.spare)
+        word = memo.word
         return nil
       }
       return (memo.values[0], memo.reads)
@@ -75,12 +75,17 @@ extension DerivedProperty {
     if let found { return publish(found.0, found.1, inPass: true) }
     // Called through the optional, which binding or unwrapping would copy (a retain).
     guard let value = transformOfRoot?(commit.value) else { fatalError("Evented: a map without its transform") }
-    let read = Reads.Read(root: commit.root, identity: identity, version: version)
     // The reads of an earlier state, changed in place if nothing holds them any more
     // (else copied, as any shared array is), so that a write allocates nothing.
-    var reads = spare.take() ?? Reads()
-    if reads.count == 1 { reads.entries[0] = read } else { reads = Reads(entries: [read]) }
-    if !Self.isInTransaction { rememberInPlace(value, reads, reads.wordOfOneRoot, keepingReplaced: true) }
+    var reads: Reads
+    if var recycled = spare.take(), recycled.count == 1, recycled.entries[0].identity == identity {
+      recycled.entries[0].version = version
+      reads = recycled
+    } else {
+      reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
+      word = reads.wordOfOneRoot
+    }
+    if !Self.isInTransaction { rememberInPlace(value, reads, word, keepingReplaced: true) }
     publish(value, reads, inPass: true)
   }
 
