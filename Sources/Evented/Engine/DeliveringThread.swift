@@ -214,23 +214,25 @@ enum DeliveringThread {
 
   /// Postpones `delivery` to the outermost delivery frame of the calling thread, which
   /// must be inside one.
-  @inlinable static func postpone(_ state: UnsafeMutablePointer<DeliveringState>, _ delivery: PostponedDelivery) {
+  @inlinable static func postpone(
+    _ state: UnsafeMutablePointer<DeliveringState>, _ delivery: consuming PostponedDelivery
+  ) {
     if let last = state.pointee.lastPostponed {
       last.next = delivery
     } else {
       state.pointee.firstPostponed = delivery
     }
-    state.pointee.lastPostponed = delivery
+    state.pointee.lastPostponed = consume delivery
   }
 
   /// Runs the postponed deliveries, including those they postpone in turn, in order.
   /// Called by the outermost frame (depth 1) between two of its own deliveries.
   @usableFromInline @inline(never)
   static func runPostponed(_ state: UnsafeMutablePointer<DeliveringState>) {
-    while let delivery = state.pointee.firstPostponed {
-      state.pointee.firstPostponed = delivery.next
-      if delivery.next == nil { state.pointee.lastPostponed = nil }
-      delivery.next = nil
+    // Each reference moved, not copied: the list's own, then the delivery's next.
+    while let delivery = state.pointee.firstPostponed.take() {
+      state.pointee.firstPostponed = delivery.next.take()
+      if state.pointee.firstPostponed == nil { state.pointee.lastPostponed = nil }
       delivery.run(state)
     }
   }
@@ -247,7 +249,7 @@ protocol OwedRoom: AnyObject {
 @usableFromInline
 class PostponedDelivery {
   /// The next one in the thread's list; touched only by that thread.
-  @usableFromInline @exclusivity(unchecked) var next: PostponedDelivery?
+  @usableFromInline @exclusivity(unchecked) final var next: PostponedDelivery?
 
   @usableFromInline init() {}
 
