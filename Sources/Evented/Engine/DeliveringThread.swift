@@ -40,9 +40,10 @@ struct DeliveringState {
   /// Delivery passes, queued handler calls and transactions the thread is inside.
   @usableFromInline var depth = 0
   /// Deliveries postponed to the outermost frame, in the order they were committed: a
-  /// list from `firstPostponed` to `lastPostponed`.
+  /// list from `firstPostponed` to `lastPostponed`, which the list holds (each by the
+  /// one before it), so the last is not retained here; nil when the list is empty.
   @usableFromInline var firstPostponed: PostponedDelivery?
-  @usableFromInline var lastPostponed: PostponedDelivery?
+  @usableFromInline var lastPostponed: Unmanaged<PostponedDelivery>?
   /// Sources that a forward from a handler on this thread filled beyond their backlog
   /// limit, whose room the thread waits for at the outermost frame's next boundary.
   @usableFromInline var owedRoom: [any OwedRoom] = []
@@ -214,15 +215,13 @@ enum DeliveringThread {
 
   /// Postpones `delivery` to the outermost delivery frame of the calling thread, which
   /// must be inside one.
-  @inlinable static func postpone(
-    _ state: UnsafeMutablePointer<DeliveringState>, _ delivery: consuming PostponedDelivery
-  ) {
+  @inlinable static func postpone(_ state: UnsafeMutablePointer<DeliveringState>, _ delivery: PostponedDelivery) {
     if let last = state.pointee.lastPostponed {
-      last.next = delivery
+      last._withUnsafeGuaranteedRef { $0.next = delivery }
     } else {
       state.pointee.firstPostponed = delivery
     }
-    state.pointee.lastPostponed = consume delivery
+    state.pointee.lastPostponed = Unmanaged.passUnretained(delivery)
   }
 
   /// Runs the postponed deliveries, including those they postpone in turn, in order.

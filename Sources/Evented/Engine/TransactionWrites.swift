@@ -76,9 +76,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   @inlinable func commitNow(_ thread: UnsafeMutablePointer<DeliveringState>) {
     let token = hub.storage.lock()
     let state = token.state
-    // The source's reference to this record, moved out: the postponed delivery keeps
-    // it, or it is released after unlocking.
-    var record = state.pointee.core?.pointee.transaction.take()
+    let record = state.pointee.core?.pointee.transaction.take()
     HubState.storeVersion(state, state.pointee.version)
     if isUndone {
       token.unlock()
@@ -90,7 +88,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
           Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
         }
       } else {
-        commitInline(token, to: consume recipients, thread: thread, held: &record)
+        commitInline(token, to: consume recipients, thread: thread)
       }
     } else {
       token.unlock()
@@ -103,12 +101,11 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
 
   /// ``Hub/commit(_:to:inPass:_:)`` of a small value: if this thread becomes the
   /// property's deliverer inside the transaction's frame, the record itself is the
-  /// postponed delivery (``deliverNow(_:)``), where the hub would allocate one; `held`
-  /// is the source's reference to it, if any, moved to the postponed list then. Takes
+  /// postponed delivery (``deliverNow(_:)``), where the hub would allocate one. Takes
   /// over the caller's lock.
   @inlinable func commitInline(
     _ token: consuming Hub<Update<Value>, Value>.Token, to recipients: consuming Recipients<Update<Value>>,
-    thread: UnsafeMutablePointer<DeliveringState>, held: inout TransactionRecord?
+    thread: UnsafeMutablePointer<DeliveringState>
   ) {
     let state = token.state
     let package = Inline.make(for: consume recipients) {
@@ -125,11 +122,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
     pendingCore = core
     pendingNew = package.message.new
     pendingEntries = entries
-    if let held = held.take() {
-      DeliveringThread.postpone(thread, held)
-    } else {
-      DeliveringThread.postpone(thread, self)
-    }
+    DeliveringThread.postpone(thread, self)
   }
 
   /// Delivers the commit, then the property's queue, at the end of the transaction's
