@@ -25,7 +25,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// meanwhile. Kept in fields whose types the record's deinit destroys without looking
   /// up generic metadata (an `Inline` package here would cost that at every release).
   @usableFromInline @exclusivity(unchecked) var pendingNew: Value
-  @usableFromInline @exclusivity(unchecked) var pendingEntries: ContiguousArray<Entry<Update<Value>>> = []
+  @usableFromInline @exclusivity(unchecked) var pendingEntries: ContiguousArray<Entry<Update<Value>>>?
   @usableFromInline @exclusivity(unchecked) var pendingCore: UnsafeMutablePointer<HubCore<Update<Value>>>?
 
   @inlinable init(_ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64) {
@@ -128,9 +128,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// Delivers the commit, then the property's queue, at the end of the transaction's
   /// frame (as `PostponedDrain` does).
   @inlinable func deliverNow(_ thread: UnsafeMutablePointer<DeliveringState>) {
-    guard let core = pendingCore.take() else { return }
-    var entries: ContiguousArray<Entry<Update<Value>>> = []
-    swap(&entries, &pendingEntries)
+    guard let core = pendingCore.take(), let entries = pendingEntries.take() else { return }
     let first = Inline(
       message: Update(old: earlierValue, new: pendingNew, isInitial: false, isFromTransaction: true),
       recipients: .all(entries))
