@@ -341,7 +341,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
 /// thread's spare one, with what it allocated, if it kept one).
 @usableFromInline func beginTransaction(_ thread: UnsafeMutablePointer<DeliveringState>) -> RunningTransaction {
   if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
-  let me = currentThreadID()
+  let me = thread.pointee.threadID
   guard let running = thread.pointee.spareTransaction.take() else {
     let running = RunningTransaction(OpenTransaction(owner: me))
     TransactionToken.take(me)
@@ -394,7 +394,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   // One at a time: `removeAll(keepingCapacity:)` destroys the elements through their
   // type's generic value witnesses.
   while running.steps.popLast() != nil {}
-  while running.reads.popLast() != nil {}
+  if !running.reads.isEmpty { while running.reads.popLast() != nil {} }
   if running.indexed != 0 {
     running.writtenIndex.removeAll()
     running.indexed = 0
