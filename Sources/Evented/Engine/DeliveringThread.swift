@@ -40,9 +40,10 @@ struct DeliveringState {
   /// Delivery passes, queued handler calls and transactions the thread is inside.
   @usableFromInline var depth = 0
   /// Deliveries postponed to the outermost frame, in the order they were committed: a
-  /// list from `firstPostponed` to `lastPostponed`.
+  /// list from `firstPostponed` to `lastPostponed`, which the list holds (each by the
+  /// one before it), so the last is not retained here; nil when the list is empty.
   @usableFromInline var firstPostponed: PostponedDelivery?
-  @usableFromInline var lastPostponed: PostponedDelivery?
+  @usableFromInline var lastPostponed: Unmanaged<PostponedDelivery>?
   /// Sources that a forward from a handler on this thread filled beyond their backlog
   /// limit, whose room the thread waits for at the outermost frame's next boundary.
   @usableFromInline var owedRoom: [any OwedRoom] = []
@@ -216,21 +217,21 @@ enum DeliveringThread {
   /// must be inside one.
   @inlinable static func postpone(_ state: UnsafeMutablePointer<DeliveringState>, _ delivery: PostponedDelivery) {
     if let last = state.pointee.lastPostponed {
-      last.next = delivery
+      last._withUnsafeGuaranteedRef { $0.next = delivery }
     } else {
       state.pointee.firstPostponed = delivery
     }
-    state.pointee.lastPostponed = delivery
+    state.pointee.lastPostponed = Unmanaged.passUnretained(delivery)
   }
 
   /// Runs the postponed deliveries, including those they postpone in turn, in order.
   /// Called by the outermost frame (depth 1) between two of its own deliveries.
   @usableFromInline @inline(never)
   static func runPostponed(_ state: UnsafeMutablePointer<DeliveringState>) {
-    while let delivery = state.pointee.firstPostponed {
-      state.pointee.firstPostponed = delivery.next
-      if delivery.next == nil { state.pointee.lastPostponed = nil }
-      delivery.next = nil
+    // Each reference moved, not copied: the list's own, then the delivery's next.
+    while let delivery = state.pointee.firstPostponed.take() {
+      state.pointee.firstPostponed = delivery.next.take()
+      if state.pointee.firstPostponed == nil { state.pointee.lastPostponed = nil }
       delivery.run(state)
     }
   }
@@ -247,7 +248,7 @@ protocol OwedRoom: AnyObject {
 @usableFromInline
 class PostponedDelivery {
   /// The next one in the thread's list; touched only by that thread.
-  @usableFromInline @exclusivity(unchecked) var next: PostponedDelivery?
+  @usableFromInline @exclusivity(unchecked) final var next: PostponedDelivery?
 
   @usableFromInline init() {}
 

@@ -60,6 +60,8 @@ extension Hub {
   ) where Message == Update<Stored> {
     let state = token.state
     if let record = running.ownWrite(state.pointee.core?.pointee.transaction) {
+      // The first write kept no duplicate check: its value differs from the one before.
+      if !record.mustSettle || record.isUndone { Self.keepDuplicateCheck(record, isDuplicate) }
       if running.rewrite(record) {
         let current = state.pointee.stored
         running.save { [self] in
@@ -69,15 +71,22 @@ extension Hub {
       }
     } else {
       let record = PropertyWrite(
-        self, running.mark, earlier: state.pointee.stored, earlierVersion: state.pointee.version,
-        isDuplicate: isDuplicate)
-      state.pointee.existingCore().pointee.transaction = record
+        self, running.mark, earlier: state.pointee.stored, earlierVersion: state.pointee.version)
       HubState.storeVersion(state, (state.pointee.version &+ 1) | versionMayHideBit)
       running.add(record)
+      state.pointee.existingCore().pointee.transaction = consume record
     }
     let old = Self.replace(&state.pointee.stored, with: next)
     token.unlock()
     withExtendedLifetime(old) {}
+  }
+
+  /// Gives the record of a property written again in the running transaction the
+  /// property's duplicate check, for its settling (``PropertyWrite/settleNow()``).
+  @inlinable @inline(never)
+  static func keepDuplicateCheck(_ record: TransactionRecord, _ isDuplicate: (@Sendable (Stored, Stored) -> Bool)?)
+  where Message == Update<Stored> {
+    unsafeDowncast(record, to: PropertyWrite<Stored>.self).isDuplicate = isDuplicate
   }
 
   /// The value the calling thread reads: the one before an open transaction of another

@@ -74,6 +74,12 @@ final class OpenTransaction: Sendable {
 /// per source.
 @usableFromInline
 class TransactionStep: PostponedDelivery {
+  /// Whether ``settle()`` has work to do: an array's record always has; a property's
+  /// once it was written again or rolled back (a first write alone changed it, and
+  /// nothing was restored); an event never has. Touched only by the transaction's
+  /// thread.
+  @usableFromInline @exclusivity(unchecked) final var mustSettle = false
+
   @usableFromInline override init() {}
 
   /// Before the writes become visible: settles what to commit. Does nothing for an
@@ -81,8 +87,8 @@ class TransactionStep: PostponedDelivery {
   @usableFromInline func settle() {}
 
   /// After the writes became visible: commits the step (or, after a rollback, only
-  /// ends the source's record).
-  @usableFromInline func commit() {}
+  /// ends the source's record), on the transaction's thread, whose state is `thread`.
+  @usableFromInline func commit(_ thread: UnsafeMutablePointer<DeliveringState>) {}
 
   /// Restores the state from before the transaction, which other threads still read.
   @usableFromInline func rollBack() {}
@@ -101,14 +107,14 @@ class TransactionRecord: TransactionStep {
   /// The version before the transaction.
   @usableFromInline let earlierVersion: UInt64
   /// Nothing to commit: a nested rollback or the end restored the state from before.
-  @usableFromInline @exclusivity(unchecked) var isUndone = false
+  @usableFromInline @exclusivity(unchecked) final var isUndone = false
   /// Where the record stands in the transaction's steps.
-  @usableFromInline @exclusivity(unchecked) var index = 0
+  @usableFromInline @exclusivity(unchecked) final var index = 0
 
   /// Whether the transaction only read the source (a `SourceRead`): it hides nothing.
   @usableFromInline let isRead: Bool
 
-  @usableFromInline init(_ mark: OpenTransaction, key: ObjectIdentifier, earlierVersion: UInt64, isRead: Bool = false) {
+  @inlinable init(_ mark: OpenTransaction, key: ObjectIdentifier, earlierVersion: UInt64, isRead: Bool = false) {
     self.mark = mark
     self.key = key
     self.earlierVersion = earlierVersion
@@ -223,8 +229,9 @@ final class RunningTransaction {
   ///
   /// - Returns: Whether the innermost nested transaction must save the source's state
   ///   (``save(_:)``): this is its first write there, and the source was written before.
-  @inlinable func rewrite(_ record: TransactionRecord) -> Bool {
+  @inlinable @inline(__always) func rewrite(_ record: TransactionRecord) -> Bool {
     record.isUndone = false
+    record.mustSettle = true
     guard !savepoints.isEmpty else { return false }
     let last = savepoints.count - 1
     return record.index < savepoints[last].steps && savepoints[last].saved.insert(record.key).inserted
@@ -245,6 +252,7 @@ final class RunningTransaction {
       guard let record = step as? TransactionRecord else { continue }  // an event: dropped
       record.rollBack()
       record.isUndone = true
+      record.mustSettle = true
     }
     for step in steps[savepoint.steps...] {
       guard let record = step as? TransactionRecord else { continue }
@@ -333,7 +341,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
 /// thread's spare one, with what it allocated, if it kept one).
 @usableFromInline func beginTransaction(_ thread: UnsafeMutablePointer<DeliveringState>) -> RunningTransaction {
   if !transactionsBegun.load(ordering: .relaxed) { transactionsBegun.store(true, ordering: .relaxed) }
-  let me = currentThreadID()
+  let me = thread.pointee.threadID
   guard let running = thread.pointee.spareTransaction.take() else {
     let running = RunningTransaction(OpenTransaction(owner: me))
     TransactionToken.take(me)
@@ -363,7 +371,7 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   let ended = thread.pointee.transaction.take()
   transactionThread.store(0, ordering: .relaxed)
   if committing {
-    running.eachStep { $0.settle() }
+    running.eachStep { if $0.mustSettle { $0.settle() } }
   } else {
     for step in running.steps.reversed() {
       guard let record = step as? TransactionRecord else { continue }
@@ -377,16 +385,16 @@ public func transaction<Result, Failure: Error>(_ body: () throws(Failure) -> Re
   }
   running.mark.isOpen.store(false, ordering: .releasing)
   if committing {
-    running.eachStep { $0.commit() }
+    running.eachStep { $0.commit(thread) }
   } else {
-    for step in running.steps where step is TransactionRecord { step.commit() }
+    for step in running.steps where step is TransactionRecord { step.commit(thread) }
   }
-  if !running.reads.isEmpty { running.eachRead { $0.commit() } }
+  if !running.reads.isEmpty { running.eachRead { $0.commit(thread) } }
   TransactionToken.give(running.mark)
   // One at a time: `removeAll(keepingCapacity:)` destroys the elements through their
   // type's generic value witnesses.
   while running.steps.popLast() != nil {}
-  while running.reads.popLast() != nil {}
+  if !running.reads.isEmpty { while running.reads.popLast() != nil {} }
   if running.indexed != 0 {
     running.writtenIndex.removeAll()
     running.indexed = 0

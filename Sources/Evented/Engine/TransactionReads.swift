@@ -48,7 +48,7 @@ final class SourceRead<Message: Sendable, Stored>: TransactionRecord {
   /// At the transaction's end: removes the record, unless a write of the transaction
   /// replaced it (that write's commit removed its own). The transaction keeps the
   /// record meanwhile, so nothing is released under the source's lock.
-  @usableFromInline override func commit() { ending(self) }
+  @usableFromInline override func commit(_: UnsafeMutablePointer<DeliveringState>) { ending(self) }
 }
 
 extension Hub {

@@ -15,7 +15,9 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   @usableFromInline let hub: Hub<Update<Value>, Value>
   /// The value before the transaction.
   @usableFromInline let earlierValue: Value
-  @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+  /// The property's duplicate check, kept by its second write: a first write alone
+  /// never leaves the value from before (``settleNow()``).
+  @usableFromInline @exclusivity(unchecked) var isDuplicate: (@Sendable (Value, Value) -> Bool)?
   @usableFromInline let work: (PropertyWrite, StepWork) -> Void
   /// The commit, once made, while its delivery waits for the end of the transaction's
   /// frame (``deliverNow(_:)``): the final value, its recipients and the property's
@@ -23,21 +25,17 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// meanwhile. Kept in fields whose types the record's deinit destroys without looking
   /// up generic metadata (an `Inline` package here would cost that at every release).
   @usableFromInline @exclusivity(unchecked) var pendingNew: Value
-  @usableFromInline @exclusivity(unchecked) var pendingEntries: ContiguousArray<Entry<Update<Value>>> = []
+  @usableFromInline @exclusivity(unchecked) var pendingEntries: ContiguousArray<Entry<Update<Value>>>?
   @usableFromInline @exclusivity(unchecked) var pendingCore: UnsafeMutablePointer<HubCore<Update<Value>>>?
 
-  @inlinable init(
-    _ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64,
-    isDuplicate: (@Sendable (Value, Value) -> Bool)?
-  ) {
+  @inlinable init(_ hub: Hub<Update<Value>, Value>, _ mark: OpenTransaction, earlier: Value, earlierVersion: UInt64) {
     self.hub = hub
     earlierValue = earlier
     pendingNew = earlier
-    self.isDuplicate = isDuplicate
     work = { record, work in
       switch work {
       case .settle: record.settleNow()
-      case .commit: record.commitNow()
+      case .commit(let thread): record.commitNow(thread)
       case .rollBack: record.rollBackNow()
       case .deliver(let thread): record.deliverNow(thread)
       }
@@ -48,7 +46,9 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   @usableFromInline override var earlier: any Sendable { earlierValue }
 
   @usableFromInline override func settle() { work(self, .settle) }
-  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func commit(_ thread: UnsafeMutablePointer<DeliveringState>) {
+    work(self, .commit(thread))
+  }
   @usableFromInline override func rollBack() { work(self, .rollBack) }
   @usableFromInline override func run(_ thread: UnsafeMutablePointer<DeliveringState>) { work(self, .deliver(thread)) }
 
@@ -59,18 +59,21 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
 
   /// A final value equal to the one before commits nothing (when the property skips
   /// duplicates: the `==` runs under the lock, as for any write): then the version
-  /// goes back to the one before, which is all any other thread saw.
+  /// goes back to the one before, which is all any other thread saw. Called only if
+  /// the property was written again or rolled back (``TransactionStep/mustSettle``):
+  /// the first write stored a value that its `==` found different from the one before.
   @inlinable func settleNow() {
     let token = hub.storage.lock()
-    if !isUndone, let isDuplicate, isDuplicate(earlierValue, token.state.pointee.stored) { isUndone = true }
+    if !isUndone, isDuplicate?(earlierValue, token.state.pointee.stored) == true { isUndone = true }
     if isUndone { HubState.storeVersion(token.state, earlierVersion | versionMayHideBit) }
     token.unlock()
   }
 
   /// One change, from the value before the transaction to the final one; then the
   /// property's Observation scopes are notified, once the thread's outermost delivery
-  /// frame has ended (a write inside the transaction notified nobody).
-  @inlinable func commitNow() {
+  /// frame has ended (a write inside the transaction notified nobody). `thread` is the
+  /// state of the calling thread, the transaction's.
+  @inlinable func commitNow(_ thread: UnsafeMutablePointer<DeliveringState>) {
     let token = hub.storage.lock()
     let state = token.state
     let record = state.pointee.core?.pointee.transaction.take()
@@ -85,13 +88,15 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
           Update(old: earlierValue, new: stored, isInitial: false, isFromTransaction: true)
         }
       } else {
-        commitInline(token, to: consume recipients)
+        commitInline(token, to: consume recipients, thread: thread)
       }
     } else {
       token.unlock()
     }
     withExtendedLifetime(record) {}
-    (hub.storage as? PropertyHubStorage<Update<Value>, Value>)?.observation.pointee.committedAfterFrame()
+    // A property's hub storage: only a property's writes are kept for a transaction.
+    unsafeDowncast(hub.storage, to: PropertyHubStorage<Update<Value>, Value>.self).observation.pointee
+      .committedAfterFrame()
   }
 
   /// ``Hub/commit(_:to:inPass:_:)`` of a small value: if this thread becomes the
@@ -99,7 +104,8 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// postponed delivery (``deliverNow(_:)``), where the hub would allocate one. Takes
   /// over the caller's lock.
   @inlinable func commitInline(
-    _ token: consuming Hub<Update<Value>, Value>.Token, to recipients: consuming Recipients<Update<Value>>
+    _ token: consuming Hub<Update<Value>, Value>.Token, to recipients: consuming Recipients<Update<Value>>,
+    thread: UnsafeMutablePointer<DeliveringState>
   ) {
     let state = token.state
     let package = Inline.make(for: consume recipients) {
@@ -109,7 +115,6 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
     guard case .deliver = start, case .all(let entries) = package.recipients else {
       return hub.proceed(token, start, package)
     }
-    let thread = DeliveringThread.current
     guard thread.pointee.depth > 0 else { return hub.proceed(token, start, package) }
     let core = state.pointee.core.unsafelyUnwrapped
     token.unlock()
@@ -123,9 +128,7 @@ final class PropertyWrite<Value: Sendable>: TransactionRecord {
   /// Delivers the commit, then the property's queue, at the end of the transaction's
   /// frame (as `PostponedDrain` does).
   @inlinable func deliverNow(_ thread: UnsafeMutablePointer<DeliveringState>) {
-    guard let core = pendingCore.take() else { return }
-    var entries: ContiguousArray<Entry<Update<Value>>> = []
-    swap(&entries, &pendingEntries)
+    guard let core = pendingCore.take(), let entries = pendingEntries.take() else { return }
     let first = Inline(
       message: Update(old: earlierValue, new: pendingNew, isInitial: false, isFromTransaction: true),
       recipients: .all(entries))
@@ -158,6 +161,7 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
       }
     }
     super.init(mark, key: ObjectIdentifier(hub.storage), earlierVersion: earlierVersion)
+    mustSettle = true
   }
 
   @usableFromInline override var earlier: any Sendable { earlierElements }
@@ -168,7 +172,9 @@ final class ArrayWrite<Element: Sendable>: TransactionRecord {
   }
 
   @usableFromInline override func settle() { work(self, .settle) }
-  @usableFromInline override func commit() { work(self, .commit) }
+  @usableFromInline override func commit(_ thread: UnsafeMutablePointer<DeliveringState>) {
+    work(self, .commit(thread))
+  }
   @usableFromInline override func rollBack() { work(self, .rollBack) }
 
   @inlinable func rollBackNow() {
@@ -263,13 +269,15 @@ final class EventSend<Event: Sendable>: TransactionStep {
     sending = { step in step.hub.send(step.event) }
   }
 
-  @usableFromInline override func commit() { sending(self) }
+  @usableFromInline override func commit(_: UnsafeMutablePointer<DeliveringState>) { sending(self) }
 }
 
 /// What a step is asked to do (``TransactionStep``).
 @usableFromInline
 enum StepWork {
-  case settle, commit, rollBack
+  case settle, rollBack
+  /// Commits, on the transaction's thread, whose state it carries.
+  case commit(UnsafeMutablePointer<DeliveringState>)
   /// Delivers a commit postponed to the end of the thread's frame.
   case deliver(UnsafeMutablePointer<DeliveringState>)
 }
