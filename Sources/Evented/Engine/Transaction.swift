@@ -159,8 +159,9 @@ struct WrittenSources {
 /// A nested transaction's start: what to restore if it throws.
 @usableFromInline
 struct Savepoint {
-  /// The number of steps when it began.
-  @usableFromInline let steps: Int
+  /// The number of steps when it began (less any source moved past it since:
+  /// ``RunningTransaction/rewriteUndone(_:)``).
+  @usableFromInline var steps: Int
   /// Puts back the sources written before it began, as they were then.
   @usableFromInline var undo: [() -> Void] = []
   /// The sources saved in `undo`.
@@ -230,11 +231,29 @@ final class RunningTransaction {
   /// - Returns: Whether the innermost nested transaction must save the source's state
   ///   (``save(_:)``): this is its first write there, and the source was written before.
   @inlinable @inline(__always) func rewrite(_ record: TransactionRecord) -> Bool {
-    record.isUndone = false
+    if record.isUndone { return rewriteUndone(record) }
     record.mustSettle = true
     guard !savepoints.isEmpty else { return false }
     let last = savepoints.count - 1
     return record.index < savepoints[last].steps && savepoints[last].saved.insert(record.key).inserted
+  }
+
+  /// ``rewrite(_:)`` of a source all of whose writes so far nested transactions rolled
+  /// back: this is its first write that counts. The source moves to the end of the
+  /// steps, so that it commits in the order of this write, and belongs to the innermost
+  /// open nested transaction, whose rollback leaves it with nothing to commit again.
+  @usableFromInline func rewriteUndone(_ record: TransactionRecord) -> Bool {
+    record.isUndone = false
+    record.mustSettle = true
+    let old = record.index
+    steps.remove(at: old)
+    for index in old..<steps.count { (steps[index] as? TransactionRecord)?.index = index }
+    record.index = steps.count
+    steps.append(record)
+    for level in savepoints.indices where savepoints[level].steps > old { savepoints[level].steps -= 1 }
+    writtenIndex.removeAll()
+    indexed = 0
+    return false
   }
 
   /// Keeps `undo`, which puts a source back as it is now, for the innermost nested
