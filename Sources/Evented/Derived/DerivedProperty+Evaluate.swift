@@ -24,6 +24,7 @@ extension DerivedProperty {
   /// The value in `snapshot`: the memo if the snapshot holds the versions it read,
   /// else the body's, remembered for the next read if the state held.
   @inlinable func evaluate(in snapshot: Snapshot) -> Value {
+    if !snapshot.computed.isEmpty, isComputed(in: snapshot) { return computedValue(in: snapshot) }
     if let reads = memoizedReads(in: snapshot) {
       let found = memoValue(where: { $0.holds(reads) })
       if found != nil { return found.unsafelyUnwrapped }
@@ -33,6 +34,9 @@ extension DerivedProperty {
 
   /// ``evaluate(in:)`` at the top of a snapshot (no frame open), and what it read.
   @inlinable func evaluateRecording(in snapshot: Snapshot) -> (Value, Reads) {
+    if !snapshot.computed.isEmpty, isComputed(in: snapshot) {
+      return (computedValue(in: snapshot), computedReads(in: snapshot))
+    }
     if let reads = memoizedReads(in: snapshot) {
       let found = memoValue(where: { $0.holds(reads) })
       if found != nil { return (found.unsafelyUnwrapped, reads) }
@@ -87,9 +91,38 @@ extension DerivedProperty {
     // Only a state that held is remembered: an evaluation whose roots moved between two
     // pins is retried by its caller, and its versions, which never held together, must
     // not be found by a later read. Nor one made inside a transaction: it sees the
-    // transaction's writes, which other threads do not see yet.
-    if snapshot.held(reads), !Self.isInTransaction { remember(value, reads) }
+    // transaction's writes, which other threads do not see yet; the snapshot keeps it,
+    // so that one read evaluates each value once there too.
+    if snapshot.held(reads) {
+      if !Self.isInTransaction { remember(value, reads) } else { keepComputed(value, reads, in: snapshot) }
+    }
     return (value, reads)
+  }
+
+  // Inside a transaction, where the memo keeps nothing, the values one snapshot computed
+  // (``Snapshot/computed``). Each step is a function of its own, so that no frame on the
+  // common path holds a value-sized local for it (Parcel.swift).
+
+  /// Whether `snapshot` computed this value already; its reads then count as read by the
+  /// open frames.
+  @inlinable @inline(never) func isComputed(in snapshot: Snapshot) -> Bool {
+    guard let reads = snapshot.computed[ObjectIdentifier(self)]?.reads else { return false }
+    return snapshot.matches(reads)
+  }
+
+  /// The value `snapshot` computed (``isComputed(in:)``).
+  @inlinable @inline(never) func computedValue(in snapshot: Snapshot) -> Value {
+    unbox(snapshot.computed[ObjectIdentifier(self)].unsafelyUnwrapped.value)
+  }
+
+  /// What `snapshot` read to compute the value (``isComputed(in:)``).
+  @inlinable @inline(never) func computedReads(in snapshot: Snapshot) -> Reads {
+    snapshot.computed[ObjectIdentifier(self)].unsafelyUnwrapped.reads
+  }
+
+  /// Keeps `value`, computed from `reads`, in `snapshot`.
+  @inlinable @inline(never) func keepComputed(_ value: Value, _ reads: Reads, in snapshot: Snapshot) {
+    snapshot.computed[ObjectIdentifier(self)] = (value, reads)
   }
 
   /// Keeps `value`, computed from the state `reads`, in the memo, unless the memo holds

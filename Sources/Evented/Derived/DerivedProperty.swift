@@ -147,6 +147,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
         _ = node.compute(in: snapshot)
         return true
       }
+      if !snapshot.computed.isEmpty, snapshot.computed[ObjectIdentifier(node)] != nil { return true }
       guard let known = node.memo.withLock({ $0.values.isEmpty ? nil : $0.reads }) else { return false }
       return snapshot.matches(known, pinningAll: node.readsFixedRoots)
     }

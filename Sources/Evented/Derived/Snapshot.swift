@@ -75,6 +75,12 @@ final class Snapshot {
   @usableFromInline @exclusivity(unchecked) var lastOfOneRoot: Reads?
   /// Whose view of the roots the pins take; back to `.calling` when recycled.
   @usableFromInline @exclusivity(unchecked) var reader = Reader.calling
+  /// Inside a transaction, where memos keep nothing (other threads do not see its
+  /// writes), the values this snapshot's evaluations computed, by node, with their
+  /// reads: so that one read evaluates each value once, and a deep chain's pass from
+  /// the roots up leaves its values here for the bodies above. Emptied with the pins.
+  @usableFromInline @exclusivity(unchecked) var computed: [ObjectIdentifier: (value: any Sendable, reads: Reads)] =
+    [:]
   /// Set while a deep chain is evaluated from the roots up (DerivedProperty+Evaluate.swift).
   @usableFromInline @exclusivity(unchecked) var isEvaluatingUpstream = false
   /// The nodes that pass met: an open-addressing table of their addresses (0 for an
@@ -257,6 +263,7 @@ final class Snapshot {
     while !pins.isEmpty { pins.removeLast() }
     while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
     if lastOfOneRoot != nil { lastOfOneRoot = nil }
+    if !computed.isEmpty { computed.removeAll() }
     clearTrail()
     frames = 0
   }
