@@ -29,9 +29,11 @@ extension Hub {
       token.unlock()
       return false
     }
-    if isSource, transactionsBegun.load(ordering: .relaxed),
-      let running = DeliveringThread.existing?.pointee.transaction
+    if isSource, transactionsBegun.load(ordering: .relaxed), let thread = DeliveringThread.existing,
+      thread.pointee.transaction != nil
     {
+      // Not retained: the thread's state holds its running transaction.
+      let running = Unmanaged.passUnretained(thread.pointee.transaction.unsafelyUnwrapped)
       writeInTransaction(token, next, running, isDuplicate: isDuplicate)
       return false
     }
@@ -55,18 +57,35 @@ extension Hub {
   /// over the caller's lock.
   @inlinable @inline(never)
   func writeInTransaction(
-    _ token: consuming Token, _ next: Stored, _ running: RunningTransaction,
+    _ token: consuming Token, _ next: Stored, _ running: Unmanaged<RunningTransaction>,
     isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
   ) where Message == Update<Stored> {
     let state = token.state
-    if let record = running.ownWrite(state.pointee.core?.pointee.transaction) {
-      // The first write kept no duplicate check: its value differs from the one before.
-      if !record.mustSettle || record.isUndone { Self.keepDuplicateCheck(record, isDuplicate) }
-      if running.rewrite(record) {
-        let current = state.pointee.stored
-        running.save { [self] in
-          let old = storage.withLock { Self.replace(&$0.stored, with: current) }
-          withExtendedLifetime(old) {}
+    running._withUnsafeGuaranteedRef { record(in: state, $0, isDuplicate: isDuplicate) }
+    let old = Self.replace(&state.pointee.stored, with: next)
+    token.unlock()
+    withExtendedLifetime(old) {}
+  }
+
+  /// The record part of ``writeInTransaction(_:_:_:isDuplicate:)``: makes the first
+  /// write's record, or notes a later write. Under the property's lock.
+  @inlinable @inline(__always)
+  func record(
+    in state: UnsafeMutablePointer<HubState<Message, Stored>>, _ running: RunningTransaction,
+    isDuplicate: (@Sendable (Stored, Stored) -> Bool)?
+  ) where Message == Update<Stored> {
+    // Not retained: the core holds the record.
+    let found = state.pointee.core?.pointee.transaction.map { Unmanaged.passUnretained($0) }
+    if let found, found._withUnsafeGuaranteedRef({ running.ownWrite($0) != nil }) {
+      found._withUnsafeGuaranteedRef { record in
+        // The first write kept no duplicate check: its value differs from the one before.
+        if !record.mustSettle || record.isUndone { Self.keepDuplicateCheck(record, isDuplicate) }
+        if running.rewrite(record) {
+          let current = state.pointee.stored
+          running.save { [self] in
+            let old = storage.withLock { Self.replace(&$0.stored, with: current) }
+            withExtendedLifetime(old) {}
+          }
         }
       }
     } else {
@@ -76,9 +95,6 @@ extension Hub {
       running.add(record)
       state.pointee.existingCore().pointee.transaction = consume record
     }
-    let old = Self.replace(&state.pointee.stored, with: next)
-    token.unlock()
-    withExtendedLifetime(old) {}
   }
 
   /// Gives the record of a property written again in the running transaction the
