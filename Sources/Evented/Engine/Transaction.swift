@@ -31,7 +31,8 @@
 //   source before the store finds its version moved when it re-checks, and takes the
 //   snapshot again. Then it commits each source once (a property: one change from the
 //   value before the transaction; an array: one changeset of every change in order;
-//   an event source: each event sent), in the order of their first writes, releases
+//   an event source: each event sent), in the order of their first writes (those a
+//   nested transaction rolled back do not count: `rewriteUndone`), releases
 //   the token, and delivers, as the end of a delivery frame does (DeliveringThread.swift).
 //   A property's Observation scopes are notified then too, after that frame
 //   (`ObservationSlot.committedAfterFrame`), never at a write inside the transaction. A
@@ -316,8 +317,9 @@ final class RunningTransaction {
 ///   Its own thread reads its writes at once, also through derived values. Each source
 ///   written commits once, with its final value (a property: one change whose old value
 ///   is from before the transaction; an array: one changeset; an event source: every
-///   event sent, in order), in the order of their first writes; an observer of
-///   `x.combineLatest(y)` receives one update.
+///   event sent, in order), in the order of their first writes that a nested
+///   transaction did not roll back; an observer of `x.combineLatest(y)` receives one
+///   update.
 /// - **Reentrancy:** Writes inside `body` never wait for room in a backlog, and nothing
 ///   is delivered during `body`; observers receive the commits after the outermost
 ///   transaction ends, and Observation scopes fire then, once (never for a transaction
