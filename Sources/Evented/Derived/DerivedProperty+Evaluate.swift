@@ -133,16 +133,14 @@ extension DerivedProperty {
   }
 
   /// ``remember(_:_:)`` of a small value, in place; the value replaced is released after
-  /// unlocking (its deinit may run user code). `keepingReplaced` keeps the reads replaced
-  /// as the memo's spare (``Memo/spare``) instead.
-  @inlinable func rememberInPlace(_ value: Value, _ reads: Reads, _ word: UInt, keepingReplaced: Bool = false) {
-    var (old, replaced): (Value, Reads?) = (value, reads)
+  /// unlocking (its deinit may run user code).
+  @inlinable func rememberInPlace(_ value: Value, _ reads: Reads, _ word: UInt) {
+    var (old, replaced) = (value, reads)
     memo.withLock { memo in
       guard memo.values.isEmpty || reads.isLater(than: memo.reads) else { return }
-      swap(&memo.reads, &replaced!)
+      swap(&memo.reads, &replaced)
       if memo.values.isEmpty { memo.values = [old] } else { swap(&memo.values[0], &old) }
       memo.word = word
-      if keepingReplaced { swap(&memo.spare, &replaced) }
     }
     withExtendedLifetime((old, replaced)) {}
   }

@@ -62,11 +62,10 @@ extension DerivedProperty {
   /// delivery.
   @inlinable func publishMapped(_ commit: Snapshot.Pin) {
     let (identity, version) = (commit.identity, commit.version)
-    var (spare, word): (Reads?, UInt) = (nil, 0)
+    var word: UInt = 0
     let found = memo.withLock { memo -> (Value, Reads)? in
       guard memo.reads.count == 1, memo.reads.entries[0].identity == identity, !memo.values.isEmpty else { return nil }
       guard memo.reads.entries[0].version == version else {
-        swap(&spare, &memo.spare)
         word = memo.word
         return nil
       }
@@ -75,17 +74,11 @@ extension DerivedProperty {
     if let found { return publish(found.0, found.1, inPass: true) }
     // Called through the optional, which binding or unwrapping would copy (a retain).
     guard let value = transformOfRoot?(commit.value) else { fatalError("Evented: a map without its transform") }
-    // The reads of an earlier state, changed in place if nothing holds them any more
-    // (else copied, as any shared array is), so that a write allocates nothing.
-    var reads: Reads
-    if var recycled = spare.take(), recycled.count == 1, recycled.entries[0].identity == identity {
-      recycled.entries[0].version = version
-      reads = recycled
-    } else {
-      reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
-      word = reads.wordOfOneRoot
-    }
-    if !Self.isInTransaction { rememberInPlace(value, reads, word, keepingReplaced: true) }
+    // New reads, never the memo's earlier ones changed in place: other threads may have
+    // read those outside every lock, and a reference count tells nothing about when.
+    let reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
+    if word == 0 { word = reads.wordOfOneRoot }
+    if !Self.isInTransaction { rememberInPlace(value, reads, word) }
     publish(value, reads, inPass: true)
   }
 

@@ -41,10 +41,6 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
     /// checks it without a call through `Root` (``Root/versionWord``), as an address so
     /// that the memo stays `Sendable`; valid while the root lives, which `reads` keeps.
     @usableFromInline var word: UInt = 0
-    /// For a `map` of a property: the reads this memo held before, of the same root, for
-    /// the next commit to change in place once nothing else holds them
-    /// (``publishMapped(_:)``), instead of allocating new ones.
-    @usableFromInline var spare: Reads?
 
     @inlinable init() {}
 

@@ -14,8 +14,7 @@ struct Reads: Sendable {
     @usableFromInline let root: any Root
     /// `root.identity`, kept so that comparing reads calls nothing.
     @usableFromInline let identity: ObjectIdentifier
-    /// Changed in place only in reads that nothing else holds (``DerivedProperty/publishMapped(_:)``).
-    @usableFromInline var version: UInt64
+    @usableFromInline let version: UInt64
 
     @inlinable init(root: any Root, identity: ObjectIdentifier, version: UInt64) {
       self.root = root
