@@ -95,7 +95,15 @@ extension Collection where Element: PropertyProtocol {
     let sources = map { $0.readOnly }
     if sources.isEmpty { return ReadOnlyProperty(constant: []) }
     let node = DerivedProperty(upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate) { snapshot in
-      sources.map { $0.evaluate(in: snapshot) }
+      // Each source borrowed from the buffer: `map` would copy it out, three retains.
+      sources.withUnsafeBufferPointer { sources in
+        [Element.Value](unsafeUninitializedCapacity: sources.count) { values, count in
+          for index in sources.indices {
+            (values.baseAddress.unsafelyUnwrapped + index).initialize(to: sources[index].evaluate(in: snapshot))
+            count = index &+ 1
+          }
+        }
+      }
     }
     return ReadOnlyProperty(derived: node)
   }

@@ -53,13 +53,19 @@ final class Snapshot {
   /// The root of each pin, in the order of `pins`, kept alive until the snapshot is
   /// recycled (a pin does not retain its root).
   @usableFromInline @exclusivity(unchecked) var pinnedRoots: [any Root] = []
-  /// Past ``scanLimit`` pins, where each is found by its root's identity: an
-  /// open-addressing table of indices in `pins` plus one (0 for an empty slot), whose
-  /// size is a power of two, at least twice the pins. Built again from the pins by each
-  /// evaluation that needs it, so that emptying a snapshot costs nothing more.
+  /// Past ``scanLimit`` pins, where a pin that is not the one guessed is found by its
+  /// root's identity: an open-addressing table of indices in `pins` plus one (0 for an
+  /// empty slot), whose size is a power of two, at least twice the pins. Filled from the
+  /// pins when a search needs it, so that emptying a snapshot costs nothing more.
   @usableFromInline @exclusivity(unchecked) var slots: [Int32] = []
   /// 64 minus the base-2 logarithm of `slots.count`: the shift of ``hash(_:shift:)``.
   @usableFromInline @exclusivity(unchecked) var slotShift = 64
+  /// The pins entered in ``slots``: the first `indexed`.
+  @usableFromInline @exclusivity(unchecked) var indexed = 0
+  /// The pin that the next search tries first: the one after the pin found last. An
+  /// evaluation mostly reads roots in the order its memo's reads were pinned, and the
+  /// values below it read runs of them in that order too.
+  @usableFromInline @exclusivity(unchecked) var guess = 0
   /// The pins read by the open frames, in the order read (``openFrame()``).
   @usableFromInline @exclusivity(unchecked) var trail: [Int32] = []
   /// The number of open frames: reads are recorded while it is above zero.
@@ -142,29 +148,47 @@ final class Snapshot {
     let (version, value) = root.pin(for: reader)
     pinnedRoots.append(root)
     pins.append(Pin(root: root, version: version, value: value))
-    indexLast()
+    guess = pins.count
     return pins.count - 1
   }
 
-  /// The number of pins up to which a pin is found by comparing each: a constant, so
-  /// that finding one costs O(1) at any size, and the one or two pins of most
-  /// evaluations need no table.
+  /// The number of pins up to which a pin is found by comparing each: a constant, so that finding one costs O(1) at any size, and the
+  /// one or two pins of most evaluations need no table.
   @inlinable static var scanLimit: Int { 8 }
 
   /// The index in `pins` of the pin of the root whose identity is `identity`, if it is
-  /// pinned: by a scan of at most ``scanLimit`` pins, else from ``slots``.
+  /// pinned: by a scan of at most ``scanLimit`` pins, else the pin guessed (``guess``),
+  /// else from ``slots``.
   @inlinable func find(_ identity: ObjectIdentifier) -> Int? {
     if pins.count <= Self.scanLimit {
       for index in pins.indices where pins[index].identity == identity { return index }
       return nil
     }
-    let mask = slots.count - 1
-    var slot = Self.hash(identity, shift: slotShift)
-    while true {
-      let stored = Int(slots[slot])
-      if stored == 0 { return nil }
-      if pins[stored - 1].identity == identity { return stored - 1 }
-      slot = (slot + 1) & mask
+    let tried = guess
+    if tried < pins.count, pins[tried].identity == identity {
+      guess = tried &+ 1
+      return tried
+    }
+    guard let index = search(identity) else { return nil }
+    guess = index &+ 1
+    return index
+  }
+
+  /// ``find(_:)`` of a pin that is not the one guessed, past ``scanLimit`` pins.
+  @usableFromInline func search(_ identity: ObjectIdentifier) -> Int? {
+    if indexed < pins.count { indexPins() }
+    let shift = slotShift
+    return slots.withUnsafeBufferPointer { table in
+      pins.withUnsafeBufferPointer { pins in
+        let mask = table.count &- 1
+        var slot = Self.hash(identity, shift: shift)
+        while true {
+          let stored = Int(table[slot])
+          if stored == 0 { return nil }
+          if pins[stored &- 1].identity == identity { return stored &- 1 }
+          slot = (slot &+ 1) & mask
+        }
+      }
     }
   }
 
@@ -175,12 +199,11 @@ final class Snapshot {
     Int(truncatingIfNeeded: (UInt64(UInt(bitPattern: identity)) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
   }
 
-  /// Indexes the last pin in ``slots`` once there are more than ``scanLimit``; the
-  /// table is built, or grown, when the pins would fill more than half of it.
-  @usableFromInline func indexLast() {
+  /// Enters the pins made since the last search in ``slots``; the table is emptied for
+  /// a new snapshot's pins, and built again larger when they would fill more than half.
+  @usableFromInline func indexPins() {
     let count = pins.count
-    guard count > Self.scanLimit else { return }
-    if count * 2 > slots.count || count == Self.scanLimit + 1 {
+    if indexed == 0 || count * 2 > slots.count {
       var size = max(slots.count, 32)
       while count * 2 > size { size *= 2 }
       if size != slots.count {
@@ -189,18 +212,20 @@ final class Snapshot {
         for slot in slots.indices { slots[slot] = 0 }
       }
       slotShift = 64 - size.trailingZeroBitCount
-      for index in 0..<count { place(index) }
-      return
+      indexed = 0
     }
-    place(count - 1)
-  }
-
-  /// Enters the pin at `index` in ``slots``, which has room for it.
-  @usableFromInline func place(_ index: Int) {
-    let mask = slots.count - 1
-    var slot = Self.hash(pins[index].identity, shift: slotShift)
-    while slots[slot] != 0 { slot = (slot + 1) & mask }
-    slots[slot] = Int32(index + 1)
+    let (first, shift) = (indexed, slotShift)
+    slots.withUnsafeMutableBufferPointer { table in
+      pins.withUnsafeBufferPointer { pins in
+        let mask = table.count &- 1
+        for index in first..<count {
+          var slot = Self.hash(pins[index].identity, shift: shift)
+          while table[slot] != 0 { slot = (slot &+ 1) & mask }
+          table[slot] = Int32(truncatingIfNeeded: index &+ 1)
+        }
+      }
+    }
+    indexed = count
   }
 
   // MARK: Taking and recycling
@@ -262,6 +287,7 @@ final class Snapshot {
     // `replaceSubrange`, several times dearer for the one or two pins usually here.
     while !pins.isEmpty { pins.removeLast() }
     while !pinnedRoots.isEmpty { pinnedRoots.removeLast() }
+    (indexed, guess) = (0, 0)
     if lastOfOneRoot != nil { lastOfOneRoot = nil }
     if !computed.isEmpty { computed.removeAll() }
     clearTrail()

@@ -39,6 +39,23 @@ import Testing
     #expect(snapshot.pins.count == 40)
   }
 
+  @Test func pinsMadeAfterASearchAreFoundInAnyOrder() {
+    let properties = (0..<200).map { Property($0) }
+    let snapshot = Snapshot()
+    for property in properties[..<20] { _ = snapshot.read(property) }
+    #expect(snapshot.read(properties[3]) == 3)  // not the pin guessed: the table is filled
+    for property in properties[20...] { _ = snapshot.read(property) }  // pinned after it
+    var order = Array(properties.indices)
+    var seed: UInt64 = 7
+    for index in order.indices.reversed() {
+      seed = seed &* 6_364_136_223_846_793_005 &+ 1
+      order.swapAt(index, Int(seed >> 33) % (index + 1))
+    }
+    for index in order { #expect(snapshot.read(properties[index]) == index) }
+    for index in properties.indices { #expect(snapshot.read(properties[index]) == index) }  // each guessed
+    #expect(snapshot.pins.count == 200)
+  }
+
   @Test func anEmptiedSnapshotPinsAgainWithTheNewVersions() {
     let properties = (0..<20).map { Property($0) }
     let roots = roots(properties)
