@@ -76,8 +76,8 @@ extension DerivedProperty {
     guard let value = transformOfRoot?(commit.value) else { fatalError("Evented: a map without its transform") }
     // New reads, never the memo's earlier ones changed in place: other threads may have
     // read those outside every lock, and a reference count tells nothing about when.
-    let reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version)])
-    if word == 0 { word = reads.wordOfOneRoot }
+    if word == 0 { word = UInt(bitPattern: commit.root.versionWord) }
+    let reads = Reads(entries: [Reads.Read(root: commit.root, identity: identity, version: version, word: word)])
     if !Self.isInTransaction { rememberInPlace(value, reads, word) }
     publish(value, reads, inPass: true)
   }

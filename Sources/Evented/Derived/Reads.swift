@@ -15,12 +15,23 @@ struct Reads: Sendable {
     /// `root.identity`, kept so that comparing reads calls nothing.
     @usableFromInline let identity: ObjectIdentifier
     @usableFromInline let version: UInt64
+    /// The address of `root`'s version word (``Root/versionWord``), or 0 if it has none:
+    /// checking a read loads it without a call through `Root`. An address, so that the
+    /// read stays `Sendable`; valid while `root` lives.
+    @usableFromInline let word: UInt
 
-    @inlinable init(root: any Root, identity: ObjectIdentifier, version: UInt64) {
+    @inlinable init(root: any Root, identity: ObjectIdentifier, version: UInt64, word: UInt) {
       self.root = root
       self.identity = identity
       self.version = version
+      self.word = word
     }
+
+    /// The read of `root` at `version`, with its version word.
+    @inlinable init(_ root: any Root, identity: ObjectIdentifier, version: UInt64) {
+      self.init(root: root, identity: identity, version: version, word: UInt(bitPattern: root.versionWord))
+    }
+
   }
 
   @usableFromInline var entries: [Read]
@@ -34,7 +45,7 @@ struct Reads: Sendable {
   }
 
   @inlinable init(roots: [any Root], identities: [ObjectIdentifier], versions: [UInt64]) {
-    entries = roots.indices.map { Read(root: roots[$0], identity: identities[$0], version: versions[$0]) }
+    entries = roots.indices.map { Read(roots[$0], identity: identities[$0], version: versions[$0]) }
   }
 
   @inlinable var count: Int { entries.count }
@@ -42,7 +53,7 @@ struct Reads: Sendable {
   /// The address of the version word of the one root read (``Root/versionWord``), if
   /// there is one root and it has a word; else 0.
   @inlinable var wordOfOneRoot: UInt {
-    count == 1 ? entries[0].root.versionWord.map { UInt(bitPattern: $0) } ?? 0 : 0
+    count == 1 ? entries[0].word : 0
   }
   @inlinable var roots: [any Root] { entries.map(\.root) }
   @inlinable var identities: [ObjectIdentifier] { entries.map(\.identity) }
@@ -57,7 +68,11 @@ struct Reads: Sendable {
   /// Whether every root is still at the version read, as the thread `reader` sees it
   /// (each loaded without its lock where it can be).
   @inlinable func areCurrent(for reader: Snapshot.Reader) -> Bool {
-    for entry in entries where entry.root.versionNow(for: reader) != entry.version { return false }
+    let usesWords = wordsAreCurrent
+    for entry in entries {
+      let now = usesWords && entry.word != 0 ? wordVersion(entry.word) : nil
+      if (now ?? entry.root.version(for: reader)) != entry.version { return false }
+    }
     return true
   }
 

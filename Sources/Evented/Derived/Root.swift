@@ -55,10 +55,21 @@ extension Root {
 /// thread of the open transaction, whose reads are recorded under the lock
 /// (TransactionReads.swift).
 @inlinable func unlockedVersion(_ word: UnsafePointer<Atomic<UInt64>>?) -> UInt64? {
-  guard let word else { return nil }
+  guard let word, wordsAreCurrent else { return nil }
+  return wordVersion(UInt(bitPattern: word))
+}
+
+/// Whether the calling thread may take versions from version words: false on the thread
+/// of the open transaction (``unlockedVersion(_:)``), the same for every root.
+@inlinable var wordsAreCurrent: Bool {
   let thread = transactionThread.load(ordering: .relaxed)
-  if thread != 0, thread == currentThreadID() { return nil }
-  let bits = word.pointee.load(ordering: .acquiring)
+  return thread == 0 || thread != currentThreadID()
+}
+
+/// The version in the version word at `address`, unless an open transaction may hide
+/// the latest commits (``unlockedVersion(_:)``); the caller checked ``wordsAreCurrent``.
+@inlinable func wordVersion(_ address: UInt) -> UInt64? {
+  let bits = UnsafePointer<Atomic<UInt64>>(bitPattern: address).unsafelyUnwrapped.pointee.load(ordering: .acquiring)
   return bits & versionMayHideBit == 0 ? bits : nil
 }
 

@@ -23,28 +23,61 @@ extension Snapshot {
         return last
       }
       let reads = Reads(
-        entries: [Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
+        entries: [Reads.Read(pinnedRoots[index], identity: pins[index].identity, version: pins[index].version)])
       // Kept only where another frame may follow: inside a frame or a pass from the roots up.
       if frames > 0 || isEvaluatingUpstream { lastOfOneRoot = reads }
       return reads
     }
     closings &+= 1
     if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }
-    var reads = Reads()
-    reads.entries.reserveCapacity(trail.count - start)
-    var kept = start
-    for position in start..<trail.count {
-      let index = Int(trail[position])
-      if listed[index] == closings { continue }
-      listed[index] = closings
-      trail[kept] = trail[position]
-      kept += 1
-      reads.entries.append(
-        Reads.Read(root: pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
+    if trail.count - start <= Self.scanLimit {
+      var reads = Reads()
+      reads.entries.reserveCapacity(trail.count - start)
+      var kept = start
+      for position in start..<trail.count {
+        let index = Int(trail[position])
+        if listed[index] == closings { continue }
+        listed[index] = closings
+        trail[kept] = trail[position]
+        kept += 1
+        reads.entries.append(
+          Reads.Read(pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
+      }
+      trail.removeLast(trail.count - kept)
+      if frames == 0 { clearTrail() }
+      return reads
     }
-    trail.removeLast(trail.count - kept)
+    return closeWideFrame(start)
+  }
+
+  /// ``closeFrame(_:)`` of more than ``scanLimit`` reads, through buffers: each element
+  /// written through an array stored here would check that the array is not shared.
+  @usableFromInline func closeWideFrame(_ start: Int) -> Reads {
+    let (closing, end) = (closings, trail.count)
+    var kept = start
+    let entries = [Reads.Read](unsafeUninitializedCapacity: end - start) { out, made in
+      trail.withUnsafeMutableBufferPointer { trail in
+        listed.withUnsafeMutableBufferPointer { listed in
+          pins.withUnsafeBufferPointer { pins in
+            pinnedRoots.withUnsafeBufferPointer { roots in
+              for position in start..<end {
+                let index = Int(trail[position])
+                if listed[index] == closing { continue }
+                listed[index] = closing
+                trail[kept] = trail[position]
+                kept &+= 1
+                (out.baseAddress.unsafelyUnwrapped + made).initialize(
+                  to: Reads.Read(roots[index], identity: pins[index].identity, version: pins[index].version))
+                made &+= 1
+              }
+            }
+          }
+        }
+      }
+    }
+    trail.removeLast(end - kept)
     if frames == 0 { clearTrail() }
-    return reads
+    return Reads(entries: entries)
   }
 
   /// Whether the reads in `trail` from `start` on are of one root, read once or more.

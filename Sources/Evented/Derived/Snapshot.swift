@@ -41,7 +41,7 @@ final class Snapshot {
     @usableFromInline let version: UInt64
     @usableFromInline let value: any Sendable
 
-    @usableFromInline init(root: any Root, version: UInt64, value: any Sendable) {
+    @inlinable init(root: any Root, version: UInt64, value: any Sendable) {
       self.root = root
       identity = root.identity
       self.version = version
