@@ -94,15 +94,21 @@ extension Collection where Element: PropertyProtocol {
   ) -> ReadOnlyProperty<[Element.Value]> {
     let sources = map { $0.readOnly }
     if sources.isEmpty { return ReadOnlyProperty(constant: []) }
+    // Of properties only (most collections), each is read through an unretained
+    // reference, which `sources` keeps valid: a read through its view retains the view.
+    var properties: [Unmanaged<Property<Element.Value>>]? = []
+    for source in sources {
+      guard source.derived == nil, let viewed = source.viewed else {
+        properties = nil
+        break
+      }
+      properties?.append(Unmanaged.passUnretained(viewed))
+    }
+    let plain = properties
     let node = DerivedProperty(upstream: sources.compactMap(\.computedNode), isDuplicate: isDuplicate) { snapshot in
-      // Each source borrowed from the buffer: `map` would copy it out, three retains.
-      sources.withUnsafeBufferPointer { sources in
-        [Element.Value](unsafeUninitializedCapacity: sources.count) { values, count in
-          for index in sources.indices {
-            (values.baseAddress.unsafelyUnwrapped + index).initialize(to: sources[index].evaluate(in: snapshot))
-            count = index &+ 1
-          }
-        }
+      guard let properties = plain else { return sources.map { $0.evaluate(in: snapshot) } }
+      return withExtendedLifetime(sources) {
+        properties.map { property -> Element.Value in property._withUnsafeGuaranteedRef { snapshot.read($0) } }
       }
     }
     return ReadOnlyProperty(derived: node)

@@ -69,9 +69,11 @@ struct Reads: Sendable {
   /// (each loaded without its lock where it can be).
   @inlinable func areCurrent(for reader: Snapshot.Reader) -> Bool {
     let usesWords = wordsAreCurrent
-    for entry in entries {
-      let now = usesWords && entry.word != 0 ? wordVersion(entry.word) : nil
-      if (now ?? entry.root.version(for: reader)) != entry.version { return false }
+    // By index: a loop over the entries would copy each out, a retain of its root.
+    for index in entries.indices {
+      let word = entries[index].word
+      let now = usesWords && word != 0 ? wordVersion(word) : nil
+      if (now ?? entries[index].root.version(for: reader)) != entries[index].version { return false }
     }
     return true
   }

@@ -57,7 +57,9 @@ final class Snapshot {
   /// root's identity: an open-addressing table of indices in `pins` plus one (0 for an
   /// empty slot), whose size is a power of two, at least twice the pins. Filled from the
   /// pins when a search needs it, so that emptying a snapshot costs nothing more.
-  @usableFromInline @exclusivity(unchecked) var slots: [Int32] = []
+  /// Allocated here, not an array, so that filling it checks no sharing and retains
+  /// nothing; freed with the snapshot.
+  @usableFromInline @exclusivity(unchecked) var slots = UnsafeMutableBufferPointer<Int32>(start: nil, count: 0)
   /// 64 minus the base-2 logarithm of `slots.count`: the shift of ``hash(_:shift:)``.
   @usableFromInline @exclusivity(unchecked) var slotShift = 64
   /// The pins entered in ``slots``: the first `indexed`.
@@ -100,6 +102,10 @@ final class Snapshot {
   @inlinable static var deepChain: Int { 32 }
 
   @usableFromInline init() {}
+
+  deinit {
+    slots.deallocate()
+  }
 
   /// The thread whose view of the roots a snapshot takes: they differ while a
   /// transaction is open (Transaction.swift).
@@ -177,17 +183,15 @@ final class Snapshot {
   /// ``find(_:)`` of a pin that is not the one guessed, past ``scanLimit`` pins.
   @usableFromInline func search(_ identity: ObjectIdentifier) -> Int? {
     if indexed < pins.count { indexPins() }
-    let shift = slotShift
-    return slots.withUnsafeBufferPointer { table in
-      pins.withUnsafeBufferPointer { pins in
-        let mask = table.count &- 1
-        var slot = Self.hash(identity, shift: shift)
-        while true {
-          let stored = Int(table[slot])
-          if stored == 0 { return nil }
-          if pins[stored &- 1].identity == identity { return stored &- 1 }
-          slot = (slot &+ 1) & mask
-        }
+    let (table, shift) = (slots, slotShift)
+    return pins.withUnsafeBufferPointer { pins in
+      let mask = table.count &- 1
+      var slot = Self.hash(identity, shift: shift)
+      while true {
+        let stored = Int(table[slot])
+        if stored == 0 { return nil }
+        if pins[stored &- 1].identity == identity { return stored &- 1 }
+        slot = (slot &+ 1) & mask
       }
     }
   }
@@ -207,22 +211,20 @@ final class Snapshot {
       var size = max(slots.count, 32)
       while count * 2 > size { size *= 2 }
       if size != slots.count {
-        slots = [Int32](repeating: 0, count: size)
-      } else {
-        for slot in slots.indices { slots[slot] = 0 }
+        slots.deallocate()
+        slots = .allocate(capacity: size)
       }
+      slots.initialize(repeating: 0)
       slotShift = 64 - size.trailingZeroBitCount
       indexed = 0
     }
-    let (first, shift) = (indexed, slotShift)
-    slots.withUnsafeMutableBufferPointer { table in
-      pins.withUnsafeBufferPointer { pins in
-        let mask = table.count &- 1
-        for index in first..<count {
-          var slot = Self.hash(pins[index].identity, shift: shift)
-          while table[slot] != 0 { slot = (slot &+ 1) & mask }
-          table[slot] = Int32(truncatingIfNeeded: index &+ 1)
-        }
+    let (table, first, shift) = (slots, indexed, slotShift)
+    pins.withUnsafeBufferPointer { pins in
+      let mask = table.count &- 1
+      for index in first..<count {
+        var slot = Self.hash(pins[index].identity, shift: shift)
+        while table[slot] != 0 { slot = (slot &+ 1) & mask }
+        table[slot] = Int32(truncatingIfNeeded: index &+ 1)
       }
     }
     indexed = count

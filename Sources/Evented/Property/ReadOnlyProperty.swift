@@ -107,7 +107,9 @@ public struct ReadOnlyProperty<Value: Sendable>: PropertyProtocol {
       // Borrowed from `self`, not retained.
       return Unmanaged.passUnretained(derived.unsafelyUnwrapped)._withUnsafeGuaranteedRef { $0.evaluate(in: snapshot) }
     }
-    if let viewed { return snapshot.read(viewed) }
+    if viewed != nil {
+      return Unmanaged.passUnretained(viewed.unsafelyUnwrapped)._withUnsafeGuaranteedRef { snapshot.read($0) }
+    }
     return hub.read { copy $0 }  // a constant: never committed, so never a root
   }
 

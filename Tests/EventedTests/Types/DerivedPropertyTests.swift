@@ -161,6 +161,24 @@ final class Friend: Sendable {
     subscription.cancel()
   }
 
+  @Test func aCollectionOfViewsDerivedValuesAndConstantsCombinesIntoAnArray() {
+    let base = Property(1)
+    let other = Property(5)
+    let mixed: [ReadOnlyProperty<Int>] = [base.readOnly, base.map { $0 * 10 }, ReadOnlyProperty(constant: 7), other.readOnly]
+    let all = mixed.combineLatest()
+    let seen = Recorder<[Int]>()
+    let subscription = all.observe { seen.append($0) }
+    base.value = 2
+    other.value = 6
+    #expect(seen.values == [[1, 10, 7, 5], [2, 20, 7, 5], [2, 20, 7, 6]])
+    var plain: [Property<Int>]? = (0..<20).map { Property($0) }
+    let views = plain!.combineLatest()  // keeps its sources alive
+    plain![19].value = 190
+    plain = nil
+    #expect(views.value == Array(0..<19) + [190])
+    subscription.cancel()
+  }
+
   @Test func flatMapLatestAcceptsAPropertyAViewADerivedValueOrAConstant() {
     let choice = Property(0)
     let plain = Property(10)
