@@ -31,8 +31,6 @@ extension Snapshot {
     closings &+= 1
     if listed.count < pins.count { listed.append(contentsOf: repeatElement(0, count: pins.count - listed.count)) }
     if trail.count - start <= Self.scanLimit {
-      var reads = Reads()
-      reads.entries.reserveCapacity(trail.count - start)
       var kept = start
       for position in start..<trail.count {
         let index = Int(trail[position])
@@ -40,12 +38,24 @@ extension Snapshot {
         listed[index] = closings
         trail[kept] = trail[position]
         kept += 1
-        reads.entries.append(
-          Reads.Read(pinnedRoots[index], identity: pins[index].identity, version: pins[index].version))
       }
       trail.removeLast(trail.count - kept)
+      let read = { (position: Int) -> Reads.Read in
+        let index = Int(self.trail[position])
+        return Reads.Read(self.pinnedRoots[index], identity: self.pins[index].identity, version: self.pins[index].version)
+      }
+      // Two roots (a pair, most values of several) as a literal: reserving capacity in an
+      // empty array costs as much again.
+      var entries: [Reads.Read]
+      if kept - start == 2 {
+        entries = [read(start), read(start + 1)]
+      } else {
+        entries = []
+        entries.reserveCapacity(kept - start)
+        for position in start..<kept { entries.append(read(position)) }
+      }
       if frames == 0 { clearTrail() }
-      return reads
+      return Reads(entries: entries)
     }
     return closeWideFrame(start)
   }
@@ -87,10 +97,14 @@ extension Snapshot {
     return true
   }
 
-  /// Empties `trail`, keeping its capacity: one read is removed alone, since
+  /// Empties `trail`, keeping its capacity: a few reads are removed one by one, since
   /// `removeAll(keepingCapacity:)` goes through the general `replaceSubrange`.
   @inlinable func clearTrail() {
-    if trail.count == 1 { trail.removeLast() } else if !trail.isEmpty { trail.removeAll(keepingCapacity: true) }
+    if trail.count <= Self.scanLimit {
+      while !trail.isEmpty { trail.removeLast() }
+    } else {
+      trail.removeAll(keepingCapacity: true)
+    }
   }
 
   /// Whether `reads` are this snapshot's state of their roots: pins each in order (as
