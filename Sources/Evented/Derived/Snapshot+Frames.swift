@@ -42,7 +42,8 @@ extension Snapshot {
       trail.removeLast(trail.count - kept)
       let read = { (position: Int) -> Reads.Read in
         let index = Int(self.trail[position])
-        return Reads.Read(self.pinnedRoots[index], identity: self.pins[index].identity, version: self.pins[index].version)
+        return Reads.Read(
+          self.pinnedRoots[index], identity: self.pins[index].identity, version: self.pins[index].version)
       }
       // Two roots (a pair, most values of several) as a literal: reserving capacity in an
       // empty array costs as much again.

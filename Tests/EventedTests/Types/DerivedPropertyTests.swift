@@ -164,7 +164,9 @@ final class Friend: Sendable {
   @Test func aCollectionOfViewsDerivedValuesAndConstantsCombinesIntoAnArray() {
     let base = Property(1)
     let other = Property(5)
-    let mixed: [ReadOnlyProperty<Int>] = [base.readOnly, base.map { $0 * 10 }, ReadOnlyProperty(constant: 7), other.readOnly]
+    let mixed: [ReadOnlyProperty<Int>] = [
+      base.readOnly, base.map { $0 * 10 }, ReadOnlyProperty(constant: 7), other.readOnly,
+    ]
     let all = mixed.combineLatest()
     let seen = Recorder<[Int]>()
     let subscription = all.observe { seen.append($0) }
