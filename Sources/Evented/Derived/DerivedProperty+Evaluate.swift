@@ -220,9 +220,11 @@ extension Snapshot {
   /// Doubles the table of met nodes, entering them again.
   @usableFromInline func growMet() {
     let old = met
-    met = [UInt](repeating: 0, count: max(old.count * 2, 64))
+    met = .allocate(capacity: max(old.count * 2, 64))
+    met.initialize(repeating: 0)
     metSlots.removeAll(keepingCapacity: true)
     for key in old where key != 0 { _ = enterMet(key) }
+    old.deallocate()
   }
 
   /// Forgets the nodes met, for the next pass: empties the slots filled, or drops a
@@ -230,7 +232,8 @@ extension Snapshot {
   /// the thread's later passes.
   @inlinable func forgetMet() {
     if met.count > 4096 {
-      met = []
+      met.deallocate()
+      met = UnsafeMutableBufferPointer(start: nil, count: 0)
       metSlots = []
       return
     }

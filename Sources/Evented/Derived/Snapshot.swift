@@ -92,8 +92,9 @@ final class Snapshot {
   /// Set while a deep chain is evaluated from the roots up (DerivedProperty+Evaluate.swift).
   @usableFromInline @exclusivity(unchecked) var isEvaluatingUpstream = false
   /// The nodes that pass met: an open-addressing table of their addresses (0 for an
-  /// empty slot), its size a power of two, kept for the next pass unless large.
-  @usableFromInline @exclusivity(unchecked) var met: [UInt] = []
+  /// empty slot), its size a power of two, kept for the next pass unless large; memory
+  /// allocated here, like ``slots``.
+  @usableFromInline @exclusivity(unchecked) var met = UnsafeMutableBufferPointer<UInt>(start: nil, count: 0)
   /// The slots of `met` filled, so that forgetting them costs what the pass met.
   @usableFromInline @exclusivity(unchecked) var metSlots: [Int32] = []
 
@@ -105,6 +106,7 @@ final class Snapshot {
 
   deinit {
     slots.deallocate()
+    met.deallocate()
   }
 
   /// The thread whose view of the roots a snapshot takes: they differ while a
