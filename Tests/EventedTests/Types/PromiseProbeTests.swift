@@ -1,0 +1,900 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Evented
+
+/// Promises checked where state coalesces on queues, where actor handlers suspend, and
+/// where transactions mix arrays, events and properties seen through derived values.
+@Suite struct PromiseProbeTests {
+  struct Failure: Error {}
+
+  /// Holds a queue: the first `block()` waits until `release` opens.
+  final class Blocker: Sendable {
+    let entered = Gate()
+    let release = Gate()
+
+    func block() {
+      entered.open()
+      release.wait()
+    }
+
+    /// Blocks `queue` now, before anything is delivered on it.
+    func hold(_ queue: DispatchQueue) -> Bool {
+      queue.async { self.block() }
+      return entered.wait()
+    }
+  }
+
+  /// Waits until everything queued on `queue` so far has run.
+  func drain(_ queue: DispatchQueue) -> Bool {
+    let drained = Gate()
+    queue.async { drained.open() }
+    return drained.wait()
+  }
+
+  struct Pair: Equatable, Sendable {
+    var part: Int
+    var other: Int
+  }
+
+  // MARK: State coalescing on queues
+
+  @Test func aKeyPathObserverOnAHeldQueueReceivesItsFirstPartWhenLaterWritesLeaveThePartEqual() {
+    let pair = Property(Pair(part: 1, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = pair.observe(\.part, on: .queue(queue)) { seen.append($0) }
+    #expect(completesOnAnotherThread { for other in 1...100 { pair.value.other = other } })
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values == [1], "the current part first, once, though only other parts changed")
+    pair.value.part = 2
+    #expect(seen.wait { $0.last == 2 })
+    #expect(seen.values == [1, 2])
+    subscription.cancel()
+  }
+
+  @Test func aKeyPathObserverOnAHeldQueueReceivesTheNewestPartWhenTheReplayIsStillWaiting() {
+    let pair = Property(Pair(part: 1, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = pair.observe(\.part, on: .queue(queue)) { seen.append($0) }
+    pair.value.part = 2
+    pair.value.part = 3
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values.last == 3)
+    #expect(seen.values == seen.values.sorted() && Set(seen.values).count == seen.values.count)
+    subscription.cancel()
+  }
+
+  @Test func aKeyPathObserverOnAQueueIsNotCalledWhenItsPartCameBackWhileItWasBehind() {
+    let pair = Property(Pair(part: 1, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<Int>()
+    let subscription = pair.observe(\.part, on: .queue(queue)) { part in
+      if part == 2 { blocker.block() }
+      seen.append(part)
+    }
+    #expect(seen.wait(forCount: 1))
+    pair.value.part = 2
+    #expect(blocker.entered.wait())
+    pair.value.part = 5
+    pair.value.part = 2  // back to the part the handler is receiving
+    pair.value.other = 9
+    blocker.release.open()
+    #expect(drain(queue))
+    pair.value.part = 3
+    #expect(seen.wait { $0.last == 3 })
+    #expect(seen.values == [1, 2, 3], "the part went 2 → 5 → 2 while the observer was behind")
+    subscription.cancel()
+  }
+
+  @Test func anArrayReplicaFromEmptyOnAHeldQueueStartsFromTheEmptyArray() {
+    let items = ArrayProperty(Array(0..<20))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let replica = Monitor<[Int]>([])
+    let deliveries = Counter()
+    let subscription = items.observeChanges(on: .queue(queue), fromEmpty: true) { changeset in
+      replica.withLock { array in
+        #expect(changeset.applied(to: array) == changeset.array)
+        array = changeset.array
+      }
+      deliveries.increment()
+    }
+    #expect(completesOnAnotherThread {
+      for step in 0..<500 {
+        switch step % 4 {
+        case 0: items.append(step)
+        case 1: items.remove(at: 0)
+        case 2: items.value = items.value.reversed()
+        default: items.batch { $0.insert(-step, at: 0) }
+        }
+      }
+    })
+    blocker.release.open()
+    let final = items.value
+    #expect(replica.wait { $0 == final })
+    #expect(deliveries.value == 1, "one merged changeset from the empty array")
+    subscription.cancel()
+  }
+
+  @Test func mergedArrayChangesetsWithoutFromEmptyComposeOnTheLastDeliveredArray() {
+    let items = ArrayProperty(Array(0..<30))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let previous = Monitor<[Int]>(Array(0..<30))
+    let mismatches = Counter()
+    let subscription = items.observeChanges(on: .queue(queue)) { changeset in
+      blocker.block()
+      previous.withLock { array in
+        if changeset.applied(to: array) != changeset.array { mismatches.increment() }
+        array = changeset.array
+      }
+    }
+    items.append(30)
+    #expect(blocker.entered.wait())
+    let writer = Spawned {
+      var generator = SplitMix(seed: 11)
+      for step in 0..<600 {
+        let count = items.count
+        switch step % 6 {
+        case 0: items.value = items.value.shuffled(using: &generator)
+        case 1: items.batch { array in
+            array.append(step)
+            if array.count > 1 { array.move(from: 0, to: array.count - 1) }
+          }
+        case 2 where count > 2: items.replaceSubrange(1..<3, with: [step, step + 1, step + 2])
+        case 3 where count > 0: items.move(from: count - 1, to: 0)
+        case 4: transaction {
+            items.append(step)
+            if items.count > 3 { items.remove(at: 1) }
+          }
+        default: items.removeAll()
+        }
+      }
+    }
+    #expect(writer.join(), "the writer waited for a held state observer")
+    blocker.release.open()
+    let final = items.value
+    #expect(previous.wait { $0 == final })
+    #expect(mismatches.value == 0)
+    subscription.cancel()
+  }
+
+  @Test func aCombinationOfAnArrayAndAPropertyOnAHeldQueueSeesOnlyWholeTransactionsAndEndsOnValue() {
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let version = Property(0)
+    let all = items.readOnly.combineLatest(count, version)
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let torn = Recorder<String>()
+    let last = Monitor<Int>(-1)
+    let subscription = all.observe(on: .queue(queue)) { array, count, version in
+      if version == 1 { blocker.block() }
+      if array.count != count { torn.append("\(array.count) vs \(count)") }
+      last.withLock { last in
+        if version <= last { torn.append("back from \(last) to \(version)") }
+        last = version
+      }
+    }
+    transaction {
+      items.append(1)
+      count.value = 1
+      version.value = 1
+    }
+    #expect(blocker.entered.wait())
+    #expect(
+      onThreads(2) { thread in
+        for step in 0..<300 {
+          transaction {
+            if thread == 0 || step.isMultiple(of: 3) {
+              items.append(step)
+            } else if !items.isEmpty {
+              items.removeLast()
+            }
+            count.value = items.count
+            version.value += 1
+          }
+        }
+      }, "a writer waited for a held state observer")
+    blocker.release.open()
+    #expect(version.value == 601)
+    #expect(count.value == items.count)
+    #expect(last.wait { $0 == 601 })
+    #expect(torn.values == [])
+    subscription.cancel()
+  }
+
+  @Test func aFlatMapLatestOnAHeldQueueSwitchesWholeAndNothingFromTheOldTargetFollows() {
+    let useSecond = Property(false)
+    let first = ArrayProperty([1])
+    let second = ArrayProperty([100])
+    let chosen = useSecond.flatMapLatest { $0 ? second.readOnly : first.readOnly }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<[Int]>()
+    let subscription = chosen.observe(on: .queue(queue)) { array in
+      if array == [1, 2] { blocker.block() }
+      seen.append(array)
+    }
+    #expect(seen.wait(forCount: 1))
+    first.append(2)
+    #expect(blocker.entered.wait())
+    #expect(completesOnAnotherThread {
+      transaction {
+        useSecond.value = true
+        second.append(101)
+        first.append(3)
+      }
+      first.append(4)
+    })
+    blocker.release.open()
+    #expect(drain(queue))
+    first.append(5)
+    #expect(drain(queue))
+    #expect(seen.values == [[1], [1, 2], [100, 101]])
+    #expect(first.observerCount == 0)
+    subscription.cancel()
+  }
+
+  @Test func anObserverOfAMapOnAConcurrentQueueNeverOverlapsNeverHoldsAWriterAndEndsOnValue() {
+    let source = Property(0)
+    let tens = source.map { $0 * 10 }
+    let queue = DispatchQueue(label: "pool", attributes: .concurrent)
+    let overlaps = OverlapDetector()
+    let blocker = Blocker()
+    let seen = Recorder<Int>()
+    let subscription = tens.observe(on: .queue(queue)) { value in
+      overlaps.invocation {
+        if value == 10 { blocker.block() }
+        spin()
+      }
+      seen.append(value)
+    }
+    source.value = 1
+    #expect(blocker.entered.wait())
+    #expect(onThreads(3) { thread in for step in 1...2_000 { source.modify { $0 = max($0, step * 3 + thread) } } })
+    blocker.release.open()
+    let final = tens.value
+    #expect(seen.wait { $0.last == final })
+    #expect(overlaps.overlapCount == 0)
+    #expect(seen.values == seen.values.sorted())
+    #expect(seen.count <= 3, "the replay or 10, then the newest")
+    subscription.cancel()
+  }
+
+  @Test func aMergedChangeOfADerivedValueOnAQueueStartsWhereTheLastEndedAndSkipsAComeBack() {
+    let source = Property(0)
+    let parity = source.map { $0 % 2 }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<Change<Int>>()
+    let subscription = parity.observeChanges(on: .queue(queue)) { change in
+      if change.newValue == 1 && seen.count == 0 { blocker.block() }
+      seen.append(change)
+    }
+    source.value = 1
+    #expect(blocker.entered.wait())
+    source.value = 2  // parity 0
+    source.value = 3  // parity 1: back to what the handler received
+    blocker.release.open()
+    #expect(drain(queue))
+    source.value = 4
+    #expect(seen.wait { $0.count == 2 })
+    #expect(drain(queue))
+    #expect(seen.values == [Change(oldValue: 0, newValue: 1), Change(oldValue: 1, newValue: 0)])
+    subscription.cancel()
+  }
+
+  @Test func eventsThroughAMapOnAQueueAreNeverDroppedAndTheirSenderIsPaced() async {
+    let source = EventSource<Int>(backlogLimit: 4)
+    let doubled = source.map { $0 * 2 }
+    let sent = Number(0)
+    let peakBacklog = Atomic<Int>(0)
+    let release = Gate()
+    let seen = Recorder<Int>()
+    let subscription = doubled.observe(on: .queue(DispatchQueue(label: "ui"))) { event in
+      release.wait()
+      peakBacklog.max(sent.value - event / 2, ordering: .relaxed)
+      seen.append(event / 2)
+    }
+    let sender = Spawned {
+      for event in 1...3_000 {
+        source.send(event)
+        sent.store(event)
+      }
+    }
+    #expect(await settles { sent.value >= 4 })
+    release.open()
+    #expect(sender.join())
+    #expect(seen.wait(forCount: 3_000))
+    #expect(seen.values == Array(1...3_000))
+    #expect(peakBacklog.load(ordering: .relaxed) <= 2 * 1_024, "the sender was never paced")
+    subscription.cancel()
+  }
+
+  @Test func eventsSentInATransactionToAFullQueueSubscriptionNeverWaitAndArriveInOrder() {
+    let source = EventSource<Int>(backlogLimit: 2)
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = source.observe(on: .queue(queue)) { seen.append($0) }
+    let finished = completesOnAnotherThread {
+      transaction {
+        for event in 1...50 { source.send(event) }
+      }
+    }
+    #expect(finished, "a send inside a transaction waited for room")
+    blocker.release.open()
+    #expect(seen.wait(forCount: 50))
+    #expect(seen.values == Array(1...50))
+    subscription.cancel()
+  }
+
+  @Test func aThrowingTransactionDeliversNothingToQueueObserversOfAnArrayAnEventSourceAndADerivedValue() {
+    let items = ArrayProperty([1])
+    let events = EventSource<String>()
+    let name = Property("a")
+    let both = items.readOnly.combineLatest(name)
+    let queue = DispatchQueue(label: "ui")
+    let seen = Recorder<String>()
+    let s1 = items.observeChanges(on: .queue(queue)) { seen.append("items \($0.array)") }
+    let s2 = events.observe(on: .queue(queue)) { seen.append("event \($0)") }
+    let s3 = both.observe(on: .queue(queue)) { seen.append("both \($0.0) \($0.1)") }
+    let s4 = name.observeChanges(on: .queue(queue)) { seen.append("name \($0.oldValue)→\($0.newValue)") }
+    #expect(drain(queue))
+    #expect(seen.values == ["both [1] a"])
+    #expect(throws: Failure.self) {
+      try transaction {
+        items.append(2)
+        events.send("x")
+        name.value = "b"
+        transaction {
+          items[0] = 9
+          events.send("y")
+        }
+        throw Failure()
+      }
+    }
+    transaction {
+      events.send("z")
+      #expect(throws: Failure.self) {
+        try transaction {
+          items.append(7)
+          name.value = "c"
+          events.send("w")
+          throw Failure()
+        }
+      }
+      name.value = "d"
+    }
+    #expect(drain(queue))
+    #expect(items.value == [1])
+    // Each subscription in its own order; different subscriptions are not ordered.
+    #expect(seen.values.sorted() == ["both [1] a", "both [1] d", "event z", "name a→d"])
+    for subscription in [s1, s2, s3, s4] { subscription.cancel() }
+  }
+
+  @Test func cancellingAQueueObserverWhoseNewestStateWaitsIsFinalOnceCancelReturns() {
+    let source = Property(0)
+    let doubled = source.map { $0 * 2 }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let cancelled = Flag()
+    let lateCalls = Counter()
+    let subscription = doubled.observe(on: .queue(queue)) { value in
+      if cancelled.isSet { lateCalls.increment() }
+      if value == 2 { blocker.block() }
+    }
+    source.value = 1
+    #expect(blocker.entered.wait())
+    for value in 2...50 { source.value = value }
+    // Cancelled from another thread while the handler runs: cancel waits for it.
+    let canceller = Spawned {
+      subscription.cancel()
+      cancelled.set()
+    }
+    blocker.release.open()
+    #expect(canceller.join())
+    source.value = 51
+    #expect(drain(queue))
+    #expect(lateCalls.value == 0, "the waiting state ran after cancel() returned")
+  }
+
+  @Test func removeAllObserversDropsAStateWaitingOnAQueue() {
+    let source = Property(0)
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = source.observe(on: .queue(queue)) { seen.append($0) }
+    for value in 1...20 { source.value = value }
+    source.removeAllObservers()
+    blocker.release.open()
+    #expect(drain(queue))
+    source.value = 21
+    #expect(drain(queue))
+    #expect(seen.values == [], "delivered after removeAllObservers() returned")
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func anOwnerThatDiesWhileItsStateWaitsOnAQueueIsNeverCalled() {
+    final class Screen: Sendable {}
+    let source = Property(0)
+    let combined = source.combineLatest(source.map { -$0 })
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let calls = Counter()
+    var screen: Screen? = Screen()
+    combined.observe(with: screen!, on: .queue(queue)) { _, _ in calls.increment() }
+    source.value = 1
+    screen = nil
+    blocker.release.open()
+    #expect(drain(queue))
+    source.value = 2
+    #expect(drain(queue))
+    #expect(calls.value == 0)
+    #expect(combined.observerCount == 0)
+  }
+
+  @Test func aOnceOnlyObserverOfADerivedValueOnAHeldQueueKeepsItsFirstState() {
+    let source = Property(0)
+    let label = source.map { "#\($0)" }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<String>()
+    let subscription = label.observeOnce(on: .queue(queue)) { seen.append($0) }
+    for value in 1...30 { source.value = value }
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values == ["#0"] || seen.values == ["#1"], "observeOnce receives \(seen.values)")
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aKeyPathObserverOfADerivedValueOnAHeldQueueIsCalledOnlyWhenItsPartChanged() {
+    let first = Property(1)
+    let second = Property(0)
+    let pair = first.combineLatest(second).map { Pair(part: $0, other: $1) }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<Int>()
+    let subscription = pair.observe(\.part, on: .queue(queue)) { part in
+      if part == 2 { blocker.block() }
+      seen.append(part)
+    }
+    #expect(seen.wait(forCount: 1))
+    first.value = 2
+    #expect(blocker.entered.wait())
+    for other in 1...20 { second.value = other }
+    blocker.release.open()
+    #expect(drain(queue))
+    first.value = 3
+    #expect(seen.wait { $0.last == 3 })
+    #expect(seen.values == [1, 2, 3])
+    subscription.cancel()
+  }
+
+  @Test func aQueueObserverSubscribedInsideATransactionStartsFromTheStateBeforeAndEndsOnItsCommit() {
+    let items = ArrayProperty([1])
+    let total = Property(1)
+    let both = items.readOnly.combineLatest(total)
+    let queue = DispatchQueue(label: "ui")
+    let seen = Recorder<String>()
+    let replica = Recorder<ArrayChangeset<Int>>()
+    var subscriptions: [Subscription] = []
+    transaction {
+      items.append(2)
+      total.value = 3
+      subscriptions.append(both.observe(on: .queue(queue)) { seen.append("\($0.0) \($0.1)") })
+      subscriptions.append(items.observeChanges(on: .queue(queue), fromEmpty: true) { replica.append($0) })
+      items.append(3)
+      total.value = 6
+    }
+    #expect(drain(queue))
+    #expect(seen.values == ["[1] 1", "[1, 2, 3] 6"] || seen.values == ["[1, 2, 3] 6"])
+    #expect(replica.values.reduce([Int]()) { $1.applied(to: $0) } == [1, 2, 3])
+    #expect(replica.values.first?.applied(to: []) == [1] || replica.values.count == 1)
+    for subscription in subscriptions { subscription.cancel() }
+  }
+
+  @Test func aPropertysChangeOnAQueueAfterATransactionRunsFromTheValueBeforeIt() {
+    let name = Property("a")
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<Change<String>>()
+    let subscription = name.observeChanges(on: .queue(queue)) { change in
+      if change.newValue == "b" { blocker.block() }
+      seen.append(change)
+    }
+    name.value = "b"
+    #expect(blocker.entered.wait())
+    transaction {
+      name.value = "c"
+      name.value = "d"
+    }
+    try? transaction {
+      name.value = "e"
+      throw Failure()
+    }
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values == [Change(oldValue: "a", newValue: "b"), Change(oldValue: "b", newValue: "d")])
+    subscription.cancel()
+  }
+
+  // MARK: Transactions mixing arrays, events and properties
+
+  @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
+    let items = ArrayProperty<Int>([])
+    let total = Property(0)
+    let added = EventSource<Int>()
+    let sum = items.readOnly.map { $0.reduce(0, +) }
+    let check = sum.combineLatest(total)
+    let queue = DispatchQueue(label: "ui")
+    let torn = Recorder<String>()
+    let eventsSeen = Recorder<Int>()
+    let onQueue = check.observe(on: .queue(queue)) { sum, total in
+      if sum != total { torn.append("queue \(sum) vs \(total)") }
+    }
+    let inline = check.observe { sum, total in
+      if sum != total { torn.append("inline \(sum) vs \(total)") }
+    }
+    let eventsOnQueue = added.observe(on: .queue(queue)) { eventsSeen.append($0) }
+    let stop = Flag()
+    let reader = Spawned {
+      while !stop.isSet {
+        let (sum, total) = check.value
+        if sum != total { torn.append("read \(sum) vs \(total)") }
+        yieldProcessor()
+      }
+    }
+    #expect(
+      onThreads(2) { thread in
+        for step in 1...200 {
+          let amount = thread * 1_000 + step
+          transaction {
+            items.append(amount)
+            added.send(amount)
+            total.modify { $0 += amount }
+            if step.isMultiple(of: 5) {
+              try? transaction {
+                items.append(1)
+                total.value += 1
+                added.send(-1)
+                throw Failure()
+              }
+            }
+          }
+        }
+      })
+    stop.set()
+    #expect(reader.join())
+    #expect(drain(queue))
+    #expect(torn.values == [])
+    #expect(items.count == 400)
+    #expect(eventsSeen.count == 400 && !eventsSeen.values.contains(-1))
+    #expect(total.value == items.value.reduce(0, +))
+    for subscription in [onQueue, inline, eventsOnQueue] { subscription.cancel() }
+  }
+
+  @Test func aTransactionSwitchingAFlatMapLatestBetweenArraysDeliversOneStateOnEveryDelivery() {
+    let useSecond = Property(false)
+    let first = ArrayProperty([1])
+    let second = ArrayProperty([2])
+    let chosen = useSecond.flatMapLatest { $0 ? second.readOnly : first.readOnly }
+    let labelled = chosen.combineLatest(useSecond)
+    let queue = DispatchQueue(label: "ui")
+    let inline = Recorder<String>()
+    let queued = Recorder<String>()
+    let s1 = labelled.observe { array, isSecond in inline.append("\(isSecond) \(array)") }
+    let s2 = labelled.observe(on: .queue(queue)) { array, isSecond in queued.append("\(isSecond) \(array)") }
+    #expect(drain(queue))
+    #expect(completesOnAnotherThread {
+      transaction {
+        first.append(10)
+        useSecond.value = true
+        second.append(20)
+        first.removeAll()
+      }
+    })
+    #expect(drain(queue))
+    #expect(inline.values == ["false [1]", "true [2, 20]"])
+    #expect(queued.values == ["false [1]", "true [2, 20]"])
+    #expect(first.observerCount == 0)
+    s1.cancel()
+    s2.cancel()
+  }
+
+  @Test func anArrayMutatorFromAnotherThreadWaitsForATransactionThatWroteTheArrayAndLosesNothing() {
+    let items = ArrayProperty([0])
+    let seen = Recorder<[Int]>()
+    let subscription = items.observe { seen.append($0) }
+    let started = Gate()
+    let appenders = Recorder<Spawned>()
+    transaction {
+      items.append(1)
+      appenders.append(
+        Spawned {
+          started.open()
+          items.append(2)
+        })
+      appenders.append(Spawned { items.batch { $0.insert(-1, at: 0) } })
+      #expect(started.wait())
+      for _ in 0..<200 { yieldProcessor() }
+      #expect(items.value == [0, 1], "a write from another thread landed inside the transaction")
+      items.append(3)
+    }
+    #expect(appenders.values.allSatisfy { $0.join() })
+    #expect(items.value.count == 5)
+    #expect(Array(items.value.drop { $0 == -1 }.prefix(3)) == [0, 1, 3])
+    #expect(seen.values.first == [0])
+    #expect(seen.values.dropFirst().first == [0, 1, 3])
+    #expect(seen.values.last == items.value)
+    subscription.cancel()
+  }
+
+  // MARK: Async sequences
+
+  @Test func aLoopOverACombinationSeesOnlyWholeTransactionsAndEndsOnTheLatest() async {
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let both = items.readOnly.combineLatest(count)
+    let writer = Spawned {
+      for step in 1...2_000 {
+        transaction {
+          items.append(step)
+          count.value = items.count
+        }
+      }
+    }
+    var torn: [String] = []
+    var last = -1
+    for await (array, count) in both {
+      if array.count != count { torn.append("\(array.count) vs \(count)") }
+      if count < last { torn.append("back from \(last) to \(count)") }
+      last = count
+      if count == 2_000 { break }
+    }
+    #expect(writer.join())
+    #expect(torn == [])
+    #expect(last == 2_000)
+  }
+
+  @Test func aLoopOverAFlatMapLatestEndsOnTheLatestTargetAfterSwitchesInTransactions() async {
+    let selector = Property(0)
+    let targets = (0..<3).map { Property($0 * 10_000) }
+    let chosen = selector.flatMapLatest { targets[$0] }
+    let paired = chosen.combineLatest(selector)
+    let writer = Spawned {
+      for step in 1...600 {
+        transaction {
+          let next = step % 3
+          selector.value = next
+          targets[next].value = next * 10_000 + step
+        }
+      }
+      selector.value = 2
+      targets[2].value = -1
+    }
+    var wrong: [String] = []
+    for await (value, choice) in paired {
+      if value != -1, value / 10_000 != choice { wrong.append("\(value) from \(choice)") }
+      if value == -1 { break }
+    }
+    #expect(writer.join())
+    #expect(wrong == [])
+  }
+
+  @Test func aLoopOverAMappedEventSourceReceivesEveryCommittedEventInOrderAndNoRolledBackOne() async {
+    let source = EventSource<Int>()
+    let mapped = source.map { $0 * 2 }
+    let events = mapped.events(bufferingPolicy: .unbounded)
+    let writer = Spawned {
+      for step in 1...500 {
+        transaction {
+          source.send(step)
+          try? transaction {
+            source.send(-step)
+            throw Failure()
+          }
+        }
+      }
+      source.send(0)
+    }
+    var received: [Int] = []
+    for await event in events {
+      if event == 0 { break }
+      received.append(event / 2)
+    }
+    #expect(writer.join())
+    #expect(received == Array(1...500))
+  }
+
+  @Test func anUnboundedLoopOverACombinationReceivesEachTransactionOnceWhole() async {
+    let x = Property(0)
+    let y = Property(0)
+    let both = x.combineLatest(y)
+    let states = both.values(bufferingPolicy: .unbounded)
+    let writer = Spawned {
+      for step in 1...300 {
+        transaction {
+          x.value = step
+          y.value = -step
+        }
+      }
+    }
+    var received: [Int] = []
+    var torn: [String] = []
+    for await (a, b) in states {
+      if a != -b { torn.append("(\(a), \(b))") }
+      received.append(a)
+      if a == 300 { break }
+    }
+    #expect(writer.join())
+    #expect(torn == [])
+    #expect(received == Array(0...300), "one state per transaction, each once, in order")
+  }
+
+  @Test func anUnboundedLoopOverAnArrayReceivesEveryCommittedArrayAndNoRolledBackOne() async {
+    let items = ArrayProperty<Int>([])
+    let arrays = items.values(bufferingPolicy: .unbounded)
+    let writer = Spawned {
+      for step in 1...200 {
+        transaction {
+          items.append(step)
+          try? transaction {
+            items.removeAll()
+            throw Failure()
+          }
+        }
+        try? items.batch { array in
+          array.append(-step)
+          throw Failure()
+        }
+      }
+    }
+    var received: [[Int]] = []
+    for await array in arrays {
+      received.append(array)
+      if array.count == 200 { break }
+    }
+    #expect(writer.join())
+    #expect(received == (0...200).map { Array(1...max($0, 1)).prefix($0).map { $0 } })
+  }
+
+  // MARK: Actor handlers that suspend
+
+  actor Tally {
+    var values: [Int] = []
+    func add(_ value: Int) { values.append(value) }
+  }
+
+  @Test func actorEventHandlersThatHopToOtherActorsKeepOrderNeverOverlapAndTheirSendsNeverWait() async {
+    let source = ActorEventSource<Int>(backlogLimit: 1)
+    let tally = Tally()
+    let overlaps = OverlapDetector()
+    let seen = Recorder<Int>()
+    let subscription = await source.observe { event in
+      overlaps.enter()
+      await tally.add(event)
+      await MainActor.run { seen.append(event) }
+      if event < 0 {
+        for next in 1...30 {
+          await Task.yield()
+          await source.send(next)
+          await tally.add(-next)
+        }
+      }
+      overlaps.leave()
+    }
+    await source.send(-1)
+    #expect(await settles { seen.count == 31 })
+    #expect(seen.values == [-1] + Array(1...30))
+    #expect(overlaps.overlapCount == 0)
+    subscription.cancel()
+  }
+
+  @Test func actorPropertyHandlersThatSuspendAndWriteLockBasedSourcesKeepTransactionsWhole() async {
+    let property = ActorProperty(0)
+    let left = Property(0)
+    let right = Property(0)
+    let pair = left.combineLatest(right)
+    let torn = Recorder<String>()
+    let pairs = pair.observe { l, r in if l != r { torn.append("\(l) vs \(r)") } }
+    let done = Number(0)
+    let subscription = await property.observe { value in
+      let before = left.value
+      await Task.yield()
+      await MainActor.run { transaction { left.value = value; right.value = value } }
+      await Task.yield()
+      transaction {
+        left.value = max(left.value, before)
+        right.value = left.value
+      }
+      done.store(value)
+    }
+    let writers = (0..<2).map { _ in
+      Spawned { for _ in 0..<300 { right.modify { _ in } } }
+    }
+    for value in 1...300 { await property.setValue(value) }
+    #expect(await settles { done.value == 300 })
+    #expect(writers.allSatisfy { $0.join() })
+    #expect(left.value == right.value)
+    #expect(torn.values == [])
+    pairs.cancel()
+    subscription.cancel()
+  }
+
+  @Test func anActorOwnerAwaitedByItsHandlersReceivesStatesInOrderEndingOnTheNewest() async {
+    let property = ActorProperty(0)
+    let tally = Tally()
+    let handled = Recorder<Int>()
+    let subscription = await property.observe(with: tally) { tally, value in
+      await Task.yield()
+      await tally.add(value)
+      handled.append(value)
+    }
+    await withTaskGroup(of: Void.self) { group in
+      for writer in 0..<3 {
+        group.addTask { for step in 0..<200 { await property.modify { $0 = max($0, step * 3 + writer) } } }
+      }
+    }
+    let final = await property.value
+    #expect(await settles { handled.values.last == final })
+    let values = await tally.values
+    #expect(values == values.sorted() && Set(values).count == values.count)
+    subscription.cancel()
+  }
+
+  // MARK: Bad input inside a transaction
+
+  @Test func anOutOfRangeIndexInsideATransactionStopsWithAMessageBeforeAnythingIsDelivered() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1, 2, 3])
+      let name = Property("a")
+      let events = EventSource<Int>()
+      let s1 = items.observeChanges { _ in _ = write(2, "delivered\n", 10) }
+      let s2 = name.observeChanges { _ in _ = write(2, "delivered\n", 10) }
+      let s3 = events.observe { _ in _ = write(2, "delivered\n", 10) }
+      transaction {
+        name.value = "b"
+        events.send(1)
+        items.append(4)
+        items.remove(at: 7)
+      }
+      for subscription in [s1, s2, s3] { subscription.cancel() }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: ArrayProperty.remove(at: 7): index out of range (count 4)"))
+    #expect(!text.contains("delivered"))
+  }
+
+  @Test func anOutOfRangeRangeInABatchInsideATransactionStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1, 2, 3])
+      transaction {
+        items.append(4)
+        items.batch { array in
+          array.removeFirst()
+          array.replaceSubrange(2..<9, with: [0])
+        }
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: ArrayProperty.batch: replaceSubrange(2..<9, with:): range out of bounds (count 3)"))
+  }
+}
