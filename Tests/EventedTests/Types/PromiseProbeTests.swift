@@ -39,6 +39,20 @@ import Testing
     var other: Int
   }
 
+  /// A value of more than a kilobyte: it waits on a queue in a letter on the heap.
+  struct Wide: Equatable, Sendable {
+    var part: Int
+    var other: Int
+    var padding = Kilobytes2(0)
+
+    init(part: Int, other: Int) {
+      self.part = part
+      self.other = other
+    }
+
+    static func == (a: Self, b: Self) -> Bool { a.part == b.part && a.other == b.other }
+  }
+
   // MARK: State coalescing on queues
 
   @Test func aKeyPathObserverOnAHeldQueueReceivesItsFirstPartWhenLaterWritesLeaveThePartEqual() {
@@ -536,6 +550,165 @@ import Testing
     subscription.cancel()
   }
 
+  @Test func aLargeValuesMergedChangeOnAHeldQueueStartsWhereTheLastEndedAndSkipsAComeBack() {
+    let wide = Property(Wide(part: 0, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<String>()
+    let subscription = wide.observeChanges(on: .queue(queue)) { change in
+      if change.newValue.part == 1 && seen.count == 0 { blocker.block() }
+      seen.append("\(change.oldValue.part)→\(change.newValue.part)")
+    }
+    wide.value.part = 1
+    #expect(blocker.entered.wait())
+    for part in 2...20 { wide.value.part = part }
+    wide.value.part = 1
+    blocker.release.open()
+    #expect(drain(queue))
+    wide.value.part = 7
+    #expect(seen.wait { $0.count == 2 })
+    #expect(drain(queue))
+    #expect(seen.values == ["0→1", "1→7"])
+    subscription.cancel()
+  }
+
+  @Test func aLargeValuesKeyPathObserverOnAHeldQueueReceivesItsFirstPartOnce() {
+    let wide = Property(Wide(part: 4, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = wide.observe(\.part, on: .queue(queue)) { seen.append($0) }
+    for other in 1...20 { wide.value.other = other }
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values == [4])
+    subscription.cancel()
+  }
+
+  @Test func aLargeDerivedValueOnAQueueIsGlitchFreeWhileTwoThreadsWriteItsRoots() {
+    let a = Property(0)
+    let b = Property(0)
+    let wide = a.combineLatest(b).map { Wide(part: $0, other: $1) }
+    let check = wide.combineLatest(a, b)
+    let queue = DispatchQueue(label: "ui")
+    let wrong = Recorder<String>()
+    let last = Monitor<(Int, Int)>((0, 0))
+    let subscription = check.observe(on: .queue(queue)) { wide, a, b in
+      if wide.part != a || wide.other != b { wrong.append("\(wide.part),\(wide.other) vs \(a),\(b)") }
+      last.withLock { last in
+        if a < last.0 || b < last.1 { wrong.append("back from \(last) to \(a),\(b)") }
+        last = (a, b)
+      }
+    }
+    #expect(
+      onThreads(2) { thread in
+        let root = thread == 0 ? a : b
+        for value in 1...1_000 { root.value = value }
+      })
+    #expect(last.wait { $0 == (1_000, 1_000) })
+    #expect(wrong.values == [])
+    subscription.cancel()
+  }
+
+  @Test func aDiamondOnAQueueIsGlitchFreeAndEndsOnValueWhileThreadsWriteAndReadIt() {
+    let a = Property(0)
+    let b = Property(0)
+    let sum = a.combineLatest(b).map { $0 + $1 }
+    let difference = a.combineLatest(b).map { $0 - $1 }
+    let diamond = sum.combineLatest(difference, a, b)
+    let queue = DispatchQueue(label: "ui")
+    let wrong = Recorder<String>()
+    let last = Monitor<(Int, Int)>((0, 0))
+    let subscription = diamond.observe(on: .queue(queue)) { sum, difference, a, b in
+      if sum != a + b || difference != a - b { wrong.append("\(sum) \(difference) for \(a), \(b)") }
+      last.withLock { $0 = (a, b) }
+    }
+    let inline = diamond.observe { sum, difference, a, b in
+      if sum != a + b || difference != a - b { wrong.append("inline \(sum) \(difference) for \(a), \(b)") }
+    }
+    #expect(
+      onThreads(3) { thread in
+        for value in 1...600 {
+          switch thread {
+          case 0: a.value = value
+          case 1: transaction {
+              b.value = value
+              a.modify { $0 = max($0, value) }
+            }
+          default:
+            let (s, d, x, y) = diamond.value
+            if s != x + y || d != x - y { wrong.append("read \(s) \(d) for \(x), \(y)") }
+          }
+        }
+      })
+    let final = (a.value, b.value)
+    #expect(last.wait { $0 == final })
+    #expect(wrong.values == [])
+    subscription.cancel()
+    inline.cancel()
+  }
+
+  @Test func aMergedChangeOfAFlatMapLatestOnAHeldQueueThatCameBackIsNotDelivered() {
+    let selector = Property(0)
+    let targets = [Property(10), Property(20)]
+    let chosen = selector.flatMapLatest { targets[$0] }
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<Change<Int>>()
+    let subscription = chosen.observeChanges(on: .queue(queue)) { change in
+      if change.newValue == 20 && seen.count == 0 { blocker.block() }
+      seen.append(change)
+    }
+    selector.value = 1
+    #expect(blocker.entered.wait())
+    selector.value = 0
+    targets[0].value = 20  // the other target, at the value the handler received
+    blocker.release.open()
+    #expect(drain(queue))
+    targets[0].value = 30
+    #expect(seen.wait { $0.count == 2 })
+    #expect(drain(queue))
+    #expect(seen.values == [Change(oldValue: 10, newValue: 20), Change(oldValue: 20, newValue: 30)])
+    subscription.cancel()
+  }
+
+  @Test func aQueueSubscriptionBehindSlowSynchronousHandlersAndThreeSendersStaysBelowTwiceTheLimit() {
+    let limit = 4
+    let source = EventSource<Int>(backlogLimit: limit)
+    let committed = Number(0)
+    let handled = Number(0)
+    let peak = Atomic<Int>(0)
+    let release = Gate()
+    let seen = Recorder<Int>()
+    let slow = source.observe { _ in spin(2_000) }
+    let queued = source.observe(on: .queue(DispatchQueue(label: "ui"))) { event in
+      release.wait()
+      peak.max(committed.value - handled.value, ordering: .relaxed)
+      handled.increment()
+      seen.append(event)
+    }
+    let senders = (0..<3).map { thread in
+      Spawned {
+        for step in 0..<300 {
+          source.send(thread * 1_000 + step)
+          committed.increment()
+        }
+      }
+    }
+    #expect(eventually { committed.value >= limit })
+    release.open()
+    #expect(senders.allSatisfy { $0.join() })
+    #expect(seen.wait(forCount: 900))
+    for thread in 0..<3 {
+      let mine = seen.values.filter { $0 / 1_000 == thread }
+      #expect(mine == Array(thread * 1_000..<thread * 1_000 + 300))
+    }
+    #expect(peak.load(ordering: .relaxed) < 2 * limit + 3, "peak \(peak.load(ordering: .relaxed))")
+    slow.cancel()
+    queued.cancel()
+  }
+
   // MARK: Transactions mixing arrays, events and properties
 
   @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
@@ -860,6 +1033,66 @@ import Testing
     subscription.cancel()
   }
 
+  @Test func anActorKeyPathObserverReceivesItsFirstPartOnceWhenWritesLeaveThePartEqual() async {
+    let pair = ActorProperty(Pair(part: 1, other: 0))
+    let seen = Recorder<Int>()
+    let subscription = await pair.observe(\.part) { part in
+      await Task.yield()
+      seen.append(part)
+    }
+    for other in 1...50 { await pair.modify { $0.other = other } }
+    await pair.modify { $0.part = 2 }
+    #expect(await settles { seen.values.last == 2 })
+    // The first part may have merged into the newest, as a state observer behind does.
+    #expect(seen.values == [1, 2] || seen.values == [2])
+    subscription.cancel()
+  }
+
+  @Test func actorPropertyObserversArrivingWhileATaskWritesOnlyMoveForwardAndEndOnTheValue() async {
+    let property = ActorProperty(0)
+    let recorders = (0..<8).map { _ in Recorder<Int>() }
+    let writer = Task {
+      for value in 1...400 { await property.setValue(value) }
+    }
+    var subscriptions: [Subscription] = []
+    for recorder in recorders {
+      subscriptions.append(
+        await property.observe { value in
+          if value.isMultiple(of: 3) { await Task.yield() }
+          recorder.append(value)
+        })
+      await Task.yield()
+    }
+    await writer.value
+    for recorder in recorders {
+      #expect(await settles { recorder.values.last == 400 })
+      let values = recorder.values
+      #expect(values == values.sorted() && Set(values).count == values.count, "\(values.prefix(10))")
+    }
+    for subscription in subscriptions { subscription.cancel() }
+  }
+
+  @Test func actorPropertyHandlersWritingTheirOwnPropertyAfterSuspendingSeeChangesChainInOrder() async {
+    let property = ActorProperty(0)
+    let seen = Recorder<Change<Int>>()
+    let subscription = await property.observeChanges { change in
+      seen.append(change)
+      await Task.yield()
+      if change.newValue < 100 {
+        await MainActor.run {}
+        await property.modify { $0 = max($0, change.newValue + 1) }
+      }
+    }
+    await property.setValue(1)
+    #expect(await settles { seen.values.last?.newValue == 100 })
+    let changes = seen.values
+    #expect(changes.first?.oldValue == 0)
+    for (before, after) in zip(changes, changes.dropFirst()) {
+      #expect(after.oldValue == before.newValue && after.newValue > after.oldValue)
+    }
+    subscription.cancel()
+  }
+
   // MARK: Bad input inside a transaction
 
   @Test func anOutOfRangeIndexInsideATransactionStopsWithAMessageBeforeAnythingIsDelivered() async {
@@ -896,5 +1129,103 @@ import Testing
     }
     let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
     #expect(text.contains("Evented: ArrayProperty.batch: replaceSubrange(2..<9, with:): range out of bounds (count 3)"))
+  }
+
+  // MARK: Waits that would deadlock stop with a message
+
+  /// Runs `crossing` in a child process that reports a hang as a success: the
+  /// expectation of a failure with the message then fails instead of waiting forever.
+  @Test func aTransactionAndABatchThatWaitForEachOtherStopWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let watchdog = Thread {
+        Thread.sleep(forTimeInterval: 20)
+        _ = write(2, "hung\n", 5)
+        exit(0)
+      }
+      watchdog.start()
+      let name = Property(0)
+      let items = ArrayProperty([0])
+      let written = DispatchSemaphore(value: 0)
+      let inBatch = DispatchSemaphore(value: 0)
+      let batcher = Spawned {
+        written.wait()
+        items.batch { array in
+          array.append(1)
+          inBatch.signal()
+          name.value = 1  // waits for the transaction, which waits for this batch
+        }
+      }
+      transaction {
+        name.value = 2
+        written.signal()
+        inBatch.wait()
+        items.append(3)
+      }
+      batcher.join()
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: a transaction and a locked section wait for each other"), "\(text)")
+    #expect(!text.contains("hung"))
+  }
+
+  @Test func aTransactionAndABatchThatWaitsForWhatItReadStopWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let watchdog = Thread {
+        Thread.sleep(forTimeInterval: 20)
+        _ = write(2, "hung\n", 5)
+        exit(0)
+      }
+      watchdog.start()
+      let first = ArrayProperty([0])
+      let second = ArrayProperty([0])
+      let read = DispatchSemaphore(value: 0)
+      let inBatch = DispatchSemaphore(value: 0)
+      let batcher = Spawned {
+        read.wait()
+        second.batch { array in
+          array.append(1)
+          inBatch.signal()
+          first.append(1)  // waits for the transaction, which read `first`
+        }
+      }
+      transaction {
+        _ = first.count
+        read.signal()
+        inBatch.wait()
+        second.append(3)
+      }
+      batcher.join()
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: a transaction and a locked section wait for each other"), "\(text)")
+    #expect(text.contains("which it read"), "\(text)")
+    #expect(!text.contains("hung"))
+  }
+
+  // MARK: The main queue
+
+  @Test func transactionsOfAnArrayAndAPropertyAreSeenWholeOnTheMainQueueAndItEndsOnValue() async {
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let both = items.readOnly.combineLatest(count)
+    let torn = Recorder<String>()
+    let last = Recorder<Int>()
+    let subscription = both.observe(on: .main) { array, count in
+      if array.count != count { torn.append("\(array.count) vs \(count)") }
+      last.append(count)
+    }
+    #expect(
+      completesOnAnotherThread {
+        for step in 1...500 {
+          transaction {
+            items.append(step)
+            count.value = items.count
+          }
+        }
+      })
+    #expect(await settles { last.values.last == 500 })
+    #expect(torn.values == [])
+    #expect(last.values == last.values.sorted())
+    subscription.cancel()
   }
 }
