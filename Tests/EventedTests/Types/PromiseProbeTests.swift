@@ -709,6 +709,87 @@ import Testing
     queued.cancel()
   }
 
+  @Test func anOwnedKeyPathObserverOnAHeldQueueReceivesItsFirstPartOnce() {
+    final class Screen: Sendable {}
+    let screen = Screen()
+    let pair = Property(Pair(part: 1, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    pair.observe(\.part, with: screen, on: .queue(queue)) { _, part in seen.append(part) }
+    for other in 1...30 { pair.value.other = other }
+    blocker.release.open()
+    #expect(drain(queue))
+    pair.value.part = 2
+    pair.value.other = 99
+    #expect(drain(queue))
+    #expect(seen.values == [1, 2])
+    withExtendedLifetime(screen) {}
+  }
+
+  @Test func anOwnedArrayObserverOnAHeldQueueReceivesOneMergedChangesetThatFitsTheArrayItHad() {
+    final class Screen: Sendable {}
+    let screen = Screen()
+    let items = ArrayProperty([1, 2, 3])
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let previous = Monitor<[Int]>([1, 2, 3])
+    let mismatches = Counter()
+    let deliveries = Counter()
+    items.observeChanges(with: screen, on: .queue(queue)) { _, changeset in
+      if deliveries.value == 0 { blocker.block() }
+      previous.withLock { array in
+        if changeset.applied(to: array) != changeset.array { mismatches.increment() }
+        array = changeset.array
+      }
+      deliveries.increment()
+    }
+    items.append(4)
+    #expect(blocker.entered.wait())
+    for step in 0..<200 {
+      if step.isMultiple(of: 3) { items.remove(at: 0) } else { items.insert(step, at: items.count / 2) }
+    }
+    blocker.release.open()
+    let final = items.value
+    #expect(previous.wait { $0 == final })
+    #expect(mismatches.value == 0)
+    #expect(deliveries.value == 2)
+    withExtendedLifetime(screen) {}
+  }
+
+  @Test func aOnceOnlyObserverOfALargeValueOnAHeldQueueKeepsItsFirstState() {
+    let wide = Property(Wide(part: 0, other: 0))
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    #expect(blocker.hold(queue))
+    let seen = Recorder<Int>()
+    let subscription = wide.observeOnce(on: .queue(queue)) { seen.append($0.part) }
+    for part in 1...30 { wide.value.part = part }
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values == [1], "the next value after it subscribed")
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aLoopOverAnArraysValuesEndsWhenTheArrayIsFreed() async {
+    var items: ArrayProperty<Int>? = ArrayProperty([1])
+    weak let weakItems = items
+    let arrays = items!.values(bufferingPolicy: .unbounded)
+    items!.append(2)
+    items = nil
+    #expect(weakItems == nil, "the sequence kept the array alive")
+    let received = Recorder<[Int]>()
+    let finished = Flag()
+    let loop = Task {
+      for await array in arrays { received.append(array) }
+      finished.set()
+    }
+    #expect(await settles(timeout: .seconds(10)) { finished.isSet })
+    loop.cancel()
+    #expect(received.values == [[1], [1, 2]])
+  }
+
   // MARK: Transactions mixing arrays, events and properties
 
   @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
@@ -1129,6 +1210,69 @@ import Testing
     }
     let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
     #expect(text.contains("Evented: ArrayProperty.batch: replaceSubrange(2..<9, with:): range out of bounds (count 3)"))
+  }
+
+  @Test func removingFirstFromAnArrayEmptiedEarlierInTheTransactionNamesItsCountThere() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1])
+      transaction {
+        items.removeAll()
+        items.removeFirst()
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: ArrayProperty.removeFirst(): can't remove from an empty array (count 0)"), "\(text)")
+  }
+
+  @Test func readingPastTheEndOfAnArrayGrownInTheTransactionNamesItsCountThere() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1, 2, 3])
+      transaction {
+        items.append(contentsOf: [4, 5])
+        _ = items[4]
+        items.move(from: 0, to: 5)
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: ArrayProperty.move(from: 0, to: 5): index out of range (count 5)"), "\(text)")
+  }
+
+  @Test func anOutOfRangeIndexInANestedTransactionStopsWithItsCountThere() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1, 2, 3])
+      transaction {
+        items.append(4)
+        try? transaction {
+          items.removeAll()
+          throw Failure()
+        }
+        items.insert(0, at: 6)
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: ArrayProperty.insert(_:at: 6): index out of range (count 4)"), "\(text)")
+  }
+
+  @Test func anArrayAssignmentFromAnotherThreadWaitsForATransactionThatReadTheArray() {
+    let items = ArrayProperty(Array(0..<100))
+    let total = Property(0)
+    let assigned = Gate()
+    let writers = Recorder<Spawned>()
+    transaction {
+      let first = items.value.reduce(0, +)
+      writers.append(
+        Spawned {
+          assigned.open()
+          items.value = Array((0..<100).reversed()) + [1_000]
+        })
+      #expect(assigned.wait())
+      for _ in 0..<200 { yieldProcessor() }
+      #expect(items.count == 100 && items.value.reduce(0, +) == first, "the assignment landed inside the transaction")
+      total.value = first
+    }
+    #expect(writers.values.allSatisfy { $0.join() })
+    #expect(items.value == Array((0..<100).reversed()) + [1_000])
+    #expect(total.value == (0..<100).reduce(0, +))
   }
 
   // MARK: Waits that would deadlock stop with a message
