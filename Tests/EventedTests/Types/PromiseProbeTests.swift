@@ -790,6 +790,83 @@ import Testing
     #expect(received.values == [[1], [1, 2]])
   }
 
+  @Test func eventsSentInATransactionBehindABusySynchronousDelivererNeverWaitAndArriveInOrder() {
+    let source = EventSource<Int>(backlogLimit: 2)
+    let blocker = Blocker()
+    let seen = Recorder<Int>()
+    let subscription = source.observe { event in
+      if event == 0 { blocker.block() }
+      seen.append(event)
+    }
+    let deliverer = Spawned { source.send(0) }
+    #expect(blocker.entered.wait())
+    #expect(
+      completesOnAnotherThread {
+        transaction {
+          for event in 1...40 { source.send(event) }
+        }
+        transaction {
+          for event in 41...80 { source.send(event) }
+        }
+      }, "a send inside a transaction waited for room")
+    blocker.release.open()
+    #expect(deliverer.join())
+    #expect(seen.wait(forCount: 81))
+    #expect(seen.values == Array(0...80))
+    subscription.cancel()
+  }
+
+  @Test func aSwitchDetachesTheOldTargetBeforeAQueueObserverOrAnInlineObserverReceivesTheNewOne() {
+    let useSecond = Property(false)
+    let first = Property(1)
+    let second = Property(2)
+    let chosen = useSecond.flatMapLatest { $0 ? second : first }
+    let queue = DispatchQueue(label: "ui")
+    let attached = Recorder<String>()
+    let s1 = chosen.observe(on: .queue(queue)) { value in
+      if value == 2 { attached.append("queue: first has \(first.observerCount)") }
+    }
+    let s2 = chosen.observe { value in
+      if value == 2 { attached.append("inline: first has \(first.observerCount)") }
+    }
+    #expect(drain(queue))
+    useSecond.value = true
+    #expect(drain(queue))
+    #expect(attached.values.sorted() == ["inline: first has 0", "queue: first has 0"])
+    s1.cancel()
+    s2.cancel()
+  }
+
+  @Test func aTransactionWritingAnArrayAndAPropertyFromAQueueHandlerIsSeenWholeByAnotherQueue() {
+    let trigger = Property(0)
+    let items = ArrayProperty<Int>([])
+    let count = Property(0)
+    let both = items.readOnly.combineLatest(count)
+    let writerQueue = DispatchQueue(label: "writer")
+    let readerQueue = DispatchQueue(label: "reader")
+    let torn = Recorder<String>()
+    let last = Monitor(-1)
+    let s1 = trigger.observe(on: .queue(writerQueue)) { step in
+      guard step > 0 else { return }
+      transaction {
+        items.append(step)
+        count.value = items.count
+      }
+    }
+    let s2 = both.observe(on: .queue(readerQueue)) { array, count in
+      if array.count != count { torn.append("\(array.count) vs \(count)") }
+      last.withLock { $0 = count }
+    }
+    for step in 1...300 { trigger.value = step }
+    #expect(drain(writerQueue))
+    let final = count.value
+    #expect(final >= 1 && final == items.count)
+    #expect(last.wait { $0 == final })
+    #expect(torn.values == [])
+    s1.cancel()
+    s2.cancel()
+  }
+
   // MARK: Transactions mixing arrays, events and properties
 
   @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
