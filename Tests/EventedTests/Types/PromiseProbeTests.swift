@@ -3,12 +3,24 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import Evented
+#if FaultInjection
+  @_spi(FaultInjection) @testable import Evented
+#else
+  @testable import Evented
+#endif
 
 /// Promises checked where state coalesces on queues, where actor handlers suspend, and
 /// where transactions mix arrays, events and properties seen through derived values.
 @Suite struct PromiseProbeTests {
   struct Failure: Error {}
+
+  init() {
+    #if FaultInjection
+      if let raw = ProcessInfo.processInfo.environment["EVENTED_PROBE_PLANT"], let value = UInt8(raw) {
+        FaultInjection.planted = FaultInjection.Bug(rawValue: value)
+      }
+    #endif
+  }
 
   /// Holds a queue: the first `block()` waits until `release` opens.
   final class Blocker: Sendable {
@@ -138,6 +150,7 @@ import Testing
     blocker.release.open()
     let final = items.value
     #expect(replica.wait { $0 == final })
+    #expect(drain(queue))
     #expect(deliveries.value == 1, "one merged changeset from the empty array")
     subscription.cancel()
   }
@@ -753,6 +766,7 @@ import Testing
     blocker.release.open()
     let final = items.value
     #expect(previous.wait { $0 == final })
+    #expect(drain(queue))
     #expect(mismatches.value == 0)
     #expect(deliveries.value == 2)
     withExtendedLifetime(screen) {}
@@ -976,6 +990,75 @@ import Testing
     #expect(seen.values.dropFirst().first == [0, 1, 3])
     #expect(seen.values.last == items.value)
     subscription.cancel()
+  }
+
+  @Test func aTransactionOverArraysIsNotSeenInPartThroughAnyDerivedValueReadOnAnotherThread() {
+    let useSecond = Property(false)
+    let first = ArrayProperty([1])
+    let second = ArrayProperty([2])
+    let total = Property(3)
+    let chosen = useSecond.flatMapLatest { $0 ? second.readOnly : first.readOnly }
+    let sum = first.readOnly.combineLatest(second.readOnly).map { $0.reduce(0, +) + $1.reduce(0, +) }
+    let check = sum.combineLatest(total)
+    let counted = first.readOnly.map { $0.count }
+    let inside = Gate()
+    let readOutside = Gate()
+    let seenOutside = Recorder<String>()
+    let reader = Spawned {
+      #expect(inside.wait())
+      seenOutside.append("chosen \(chosen.value)")
+      seenOutside.append("check \(check.value.0) \(check.value.1)")
+      seenOutside.append("counted \(counted.value)")
+      seenOutside.append("first \(first.value) \(first.count) \(first.isEmpty) \(first[0])")
+      readOutside.open()
+    }
+    transaction {
+      first.append(10)
+      useSecond.value = true
+      second.removeAll()
+      total.value = 11
+      #expect(chosen.value == [] && check.value == (11, 11) && counted.value == 2)
+      inside.open()
+      #expect(readOutside.wait())
+    }
+    #expect(reader.join())
+    #expect(seenOutside.values == ["chosen [1]", "check 3 3", "counted 1", "first [1] 1 false 1"])
+    #expect(chosen.value == [] && check.value == (11, 11) && counted.value == 2)
+  }
+
+  @Test func oneThreadsWritesToAnArrayAndThenAPropertyAreSeenInOrderOnAQueueWhileAnotherThreadDelivers() {
+    let items = ArrayProperty<Int>([])
+    let level = Property(0)
+    let both = items.readOnly.map { $0.count }.combineLatest(level)
+    let blocker = Blocker()
+    let holder = items.observeChanges { changeset in
+      if changeset.array == [-1] { blocker.block() }
+    }
+    let queue = DispatchQueue(label: "ui")
+    let wrong = Recorder<String>()
+    let inline = Recorder<String>()
+    let s1 = both.observe(on: .queue(queue)) { count, level in
+      if count < level + 1 && level > 0 { wrong.append("\(count) items at level \(level)") }
+    }
+    let s2 = both.observe { count, level in
+      if count < level + 1 && level > 0 { inline.append("\(count) items at level \(level)") }
+    }
+    // Another thread delivers the array's first change and holds there.
+    let deliverer = Spawned { items.append(-1) }
+    #expect(blocker.entered.wait())
+    #expect(
+      completesOnAnotherThread {
+        for step in 1...50 {
+          items.append(step)  // delivered later, by the holding thread
+          level.value = step  // delivered now: with the array as it is, never as it was
+        }
+      })
+    blocker.release.open()
+    #expect(deliverer.join())
+    #expect(drain(queue))
+    #expect(wrong.values == [])
+    #expect(inline.values == [])
+    for subscription in [holder, s1, s2] { subscription.cancel() }
   }
 
   // MARK: Async sequences
