@@ -881,6 +881,99 @@ import Testing
     s2.cancel()
   }
 
+  /// Equatable, not Hashable: assignments take the exact minimal diff.
+  struct Tag: Equatable, Sendable {
+    var id: Int
+  }
+
+  @Test func concurrentAssignmentsAndMutatorsKeepInlineAndQueueReplicasChainedToTheEnd() {
+    let hashable = ArrayProperty(Array(0..<40))
+    let equatable = ArrayProperty((0..<40).map { Tag(id: $0) })
+    let queue = DispatchQueue(label: "ui")
+    let inlineInts = Monitor<[Int]>([])
+    let queuedInts = Monitor<[Int]>([])
+    let inlineTags = Monitor<[Tag]>([])
+    let misfits = Recorder<String>()
+    let s1 = hashable.observeChanges(fromEmpty: true) { changeset in
+      inlineInts.withLock { array in
+        if changeset.applied(to: array) != changeset.array { misfits.append("inline ints") }
+        array = changeset.array
+      }
+    }
+    let s2 = hashable.observeChanges(on: .queue(queue), fromEmpty: true) { changeset in
+      queuedInts.withLock { array in
+        if changeset.applied(to: array) != changeset.array { misfits.append("queued ints") }
+        array = changeset.array
+      }
+    }
+    let s3 = equatable.observeChanges(fromEmpty: true) { changeset in
+      inlineTags.withLock { array in
+        if changeset.applied(to: array) != changeset.array { misfits.append("inline tags") }
+        array = changeset.array
+      }
+    }
+    #expect(
+      onThreads(3) { thread in
+        var generator = SplitMix(seed: thread)
+        for step in 0..<150 {
+          switch thread {
+          case 0:
+            hashable.value = hashable.value.shuffled(using: &generator).dropLast(step % 3) + [step]
+            equatable.value = Array(equatable.value.shuffled(using: &generator).prefix(40))
+          case 1:
+            transaction {
+              hashable.value = Array(hashable.value.reversed())
+              hashable.append(-step)
+              equatable.append(Tag(id: -step))
+            }
+          default:
+            if hashable.count > 2 { hashable.remove(at: hashable.count / 2) }
+            hashable.insert(1_000 + step, at: 0)
+            if equatable.count > 2 { equatable.move(from: 0, to: equatable.count - 1) }
+          }
+        }
+      })
+    let finalInts = hashable.value
+    let finalTags = equatable.value
+    #expect(inlineInts.wait { $0 == finalInts })
+    #expect(queuedInts.wait { $0 == finalInts })
+    #expect(inlineTags.wait { $0 == finalTags })
+    #expect(misfits.values == [])
+    for subscription in [s1, s2, s3] { subscription.cancel() }
+  }
+
+  @Test func aQueueObserverOfAnArraysCountThroughAMapNeverSeesACountTheArrayDidNotHave() {
+    let items = ArrayProperty<Int>([])
+    let count = items.readOnly.map { $0.count }
+    let both = count.combineLatest(items.readOnly)
+    let queue = DispatchQueue(label: "ui")
+    let wrong = Recorder<String>()
+    let last = Monitor(-1)
+    let subscription = both.observe(on: .queue(queue)) { count, array in
+      if count != array.count { wrong.append("\(count) vs \(array.count)") }
+      last.withLock { $0 = count }
+    }
+    #expect(
+      onThreads(2) { thread in
+        for step in 0..<400 {
+          if thread == 0 {
+            items.append(step)
+          } else if step.isMultiple(of: 2) {
+            items.batch { array in
+              array.append(step)
+              array.append(step)
+            }
+          } else {
+            _ = items.popLast()
+          }
+        }
+      })
+    let final = items.count
+    #expect(last.wait { $0 == final })
+    #expect(wrong.values == [])
+    subscription.cancel()
+  }
+
   // MARK: Transactions mixing arrays, events and properties
 
   @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
