@@ -1154,6 +1154,41 @@ import Testing
     for subscription in [holder, s1, s2] { subscription.cancel() }
   }
 
+  @Test func aReplicaSubscribingOnAnotherThreadWhileATransactionRunsStartsWholeAndChains() {
+    let items = ArrayProperty([1, 2])
+    let count = Property(2)
+    let inside = Gate()
+    let replica = Monitor<[[Int]]>([])
+    let subscriptions = Recorder<Subscription>()
+    let subscriber = Spawned {
+      #expect(inside.wait())
+      subscriptions.append(
+        items.observeChanges(fromEmpty: true) { changeset in
+          replica.withLock { arrays in
+            let before = arrays.last ?? []
+            #expect(changeset.applied(to: before) == changeset.array)
+            arrays.append(changeset.array)
+          }
+        })
+    }
+    transaction {
+      items.append(3)
+      items.remove(at: 0)
+      count.value = items.count
+      inside.open()
+      for _ in 0..<200 { yieldProcessor() }
+      items.append(4)
+      count.value = items.count
+    }
+    #expect(subscriber.join())
+    items.append(5)
+    let arrays = replica.current
+    #expect(
+      arrays == [[1, 2], [2, 3, 4], [2, 3, 4, 5]] || arrays == [[2, 3, 4], [2, 3, 4, 5]],
+      "the replica saw \(arrays)")
+    for subscription in subscriptions.values { subscription.cancel() }
+  }
+
   // MARK: Async sequences
 
   @Test func aLoopOverACombinationSeesOnlyWholeTransactionsAndEndsOnTheLatest() async {
@@ -1597,6 +1632,30 @@ import Testing
     #expect(text.contains("Evented: a transaction and a locked section wait for each other"), "\(text)")
     #expect(text.contains("which it read"), "\(text)")
     #expect(!text.contains("hung"))
+  }
+
+  @Test func readingAPropertyInsideItsOwnModifyInsideATransactionStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let name = Property(0)
+      transaction {
+        name.value = 1
+        name.modify { value in value = name.value + 1 }
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: a source was used from inside its own locked section"), "\(text)")
+  }
+
+  @Test func usingAnArrayInsideItsOwnBatchInsideATransactionStopsWithAMessage() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let items = ArrayProperty([1])
+      transaction {
+        items.append(2)
+        items.batch { array in array.append(items.count) }
+      }
+    }
+    let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(text.contains("Evented: a source was used from inside its own locked section"), "\(text)")
   }
 
   // MARK: The main queue
