@@ -974,6 +974,34 @@ import Testing
     subscription.cancel()
   }
 
+  @Test func mergedChangesOfCombinationsOnAHeldQueueThatCameBackAreNotDelivered() {
+    let a = Property(1)
+    let b = Property(2)
+    let pair = a.combineLatest(b)
+    let list = [a, b].combineLatest()
+    let queue = DispatchQueue(label: "ui")
+    let blocker = Blocker()
+    let seen = Recorder<String>()
+    let s1 = pair.observeChanges(on: .queue(queue)) { change in
+      if change.newValue == (5, 2) && !blocker.entered.isOpened { blocker.block() }
+      seen.append("pair \(change.oldValue)→\(change.newValue)")
+    }
+    let s2 = list.observeChanges(on: .queue(queue)) { change in
+      seen.append("list \(change.oldValue)→\(change.newValue)")
+    }
+    a.value = 5
+    #expect(blocker.entered.wait())
+    b.value = 3
+    a.value = 4
+    b.value = 2
+    a.value = 5  // both back to the values the handlers received
+    blocker.release.open()
+    #expect(drain(queue))
+    #expect(seen.values.sorted() == ["list [1, 2]→[5, 2]", "pair (1, 2)→(5, 2)"])
+    s1.cancel()
+    s2.cancel()
+  }
+
   // MARK: Transactions mixing arrays, events and properties
 
   @Test func transactionsOfArraysEventsAndPropertiesAreSeenWholeOnAnotherThreadAndOnAQueue() {
