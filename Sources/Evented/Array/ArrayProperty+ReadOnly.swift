@@ -27,7 +27,9 @@ extension ArrayProperty {
   /// - **Thread safety:** `Sendable`; may be read and observed from any thread.
   /// - **Ordering:** Its `value` is this array's latest committed value. Its observers
   ///   receive the arrays in commit order, one per changeset, and end on `value` when
-  ///   writers stop.
+  ///   writers stop. For `Equatable` elements, an array equal to the one delivered last
+  ///   is skipped, as a `Property` skips an equal value (a batch or a transaction that
+  ///   leaves the array as it was notifies nobody).
   /// - **Reentrancy:** As ``ArrayProperty``.
   /// - **Lifetime:** The view, and every value derived from it, keeps this array alive;
   ///   the array keeps the view's node, which its subscriptions keep too. When the
@@ -57,10 +59,24 @@ extension ArrayProperty {
     view.load()?.hub.removeAll(keepingTracking: false)
   }
 
-  /// A node that follows this array.
+  /// A node that follows this array. An array of `Equatable` elements skips an array
+  /// equal to the one delivered last, as every `Equatable` derived value does; the view
+  /// is made once, by whichever read comes first, so that is asked of the element type
+  /// here rather than by an overload.
   private func makeViewNode() -> DerivedProperty<[Element]> {
     let root = ArrayRoot(hub)
-    return DerivedProperty(isDuplicate: nil) { unbox($0.pin(root).value) }
+    return DerivedProperty(isDuplicate: Self.equalArrays()) { unbox($0.pin(root).value) }
+  }
+
+  /// `==` of two arrays, if `Element` is `Equatable`. Arrays that share their storage
+  /// compare equal at once, and arrays of different counts unequal.
+  private static func equalArrays() -> (@Sendable ([Element], [Element]) -> Bool)? {
+    guard let equatable = Element.self as? any (Equatable & Sendable).Type else { return nil }
+    func comparing<Compared: Equatable & Sendable>(_: Compared.Type) -> @Sendable ([Element], [Element]) -> Bool {
+      // `Compared` is `Element`: the arrays are only seen as what they are.
+      { unsafeBitCast($0, to: [Compared].self) == unsafeBitCast($1, to: [Compared].self) }
+    }
+    return comparing(equatable)
   }
 }
 

@@ -137,16 +137,17 @@ import Testing
       }
       deliveries.increment()
     }
-    #expect(completesOnAnotherThread {
-      for step in 0..<500 {
-        switch step % 4 {
-        case 0: items.append(step)
-        case 1: items.remove(at: 0)
-        case 2: items.value = items.value.reversed()
-        default: items.batch { $0.insert(-step, at: 0) }
+    #expect(
+      completesOnAnotherThread {
+        for step in 0..<500 {
+          switch step % 4 {
+          case 0: items.append(step)
+          case 1: items.remove(at: 0)
+          case 2: items.value = items.value.reversed()
+          default: items.batch { $0.insert(-step, at: 0) }
+          }
         }
-      }
-    })
+      })
     blocker.release.open()
     let final = items.value
     #expect(replica.wait { $0 == final })
@@ -176,13 +177,15 @@ import Testing
         let count = items.count
         switch step % 6 {
         case 0: items.value = items.value.shuffled(using: &generator)
-        case 1: items.batch { array in
+        case 1:
+          items.batch { array in
             array.append(step)
             if array.count > 1 { array.move(from: 0, to: array.count - 1) }
           }
         case 2 where count > 2: items.replaceSubrange(1..<3, with: [step, step + 1, step + 2])
         case 3 where count > 0: items.move(from: count - 1, to: 0)
-        case 4: transaction {
+        case 4:
+          transaction {
             items.append(step)
             if items.count > 3 { items.remove(at: 1) }
           }
@@ -258,14 +261,15 @@ import Testing
     #expect(seen.wait(forCount: 1))
     first.append(2)
     #expect(blocker.entered.wait())
-    #expect(completesOnAnotherThread {
-      transaction {
-        useSecond.value = true
-        second.append(101)
-        first.append(3)
-      }
-      first.append(4)
-    })
+    #expect(
+      completesOnAnotherThread {
+        transaction {
+          useSecond.value = true
+          second.append(101)
+          first.append(3)
+        }
+        first.append(4)
+      })
     blocker.release.open()
     #expect(drain(queue))
     first.append(5)
@@ -645,7 +649,8 @@ import Testing
         for value in 1...600 {
           switch thread {
           case 0: a.value = value
-          case 1: transaction {
+          case 1:
+            transaction {
               b.value = value
               a.modify { $0 = max($0, value) }
             }
@@ -1069,14 +1074,15 @@ import Testing
     let s1 = labelled.observe { array, isSecond in inline.append("\(isSecond) \(array)") }
     let s2 = labelled.observe(on: .queue(queue)) { array, isSecond in queued.append("\(isSecond) \(array)") }
     #expect(drain(queue))
-    #expect(completesOnAnotherThread {
-      transaction {
-        first.append(10)
-        useSecond.value = true
-        second.append(20)
-        first.removeAll()
-      }
-    })
+    #expect(
+      completesOnAnotherThread {
+        transaction {
+          first.append(10)
+          useSecond.value = true
+          second.append(20)
+          first.removeAll()
+        }
+      })
     #expect(drain(queue))
     #expect(inline.values == ["false [1]", "true [2, 20]"])
     #expect(queued.values == ["false [1]", "true [2, 20]"])
@@ -1389,7 +1395,12 @@ import Testing
     let subscription = await property.observe { value in
       let before = left.value
       await Task.yield()
-      await MainActor.run { transaction { left.value = value; right.value = value } }
+      await MainActor.run {
+        transaction {
+          left.value = value
+          right.value = value
+        }
+      }
       await Task.yield()
       transaction {
         left.value = max(left.value, before)
@@ -1537,7 +1548,8 @@ import Testing
       }
     }
     let text = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
-    #expect(text.contains("Evented: ArrayProperty.removeFirst(): can't remove from an empty array (count 0)"), "\(text)")
+    #expect(
+      text.contains("Evented: ArrayProperty.removeFirst(): can't remove from an empty array (count 0)"), "\(text)")
   }
 
   @Test func readingPastTheEndOfAnArrayGrownInTheTransactionNamesItsCountThere() async {
