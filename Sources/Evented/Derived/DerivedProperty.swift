@@ -144,8 +144,7 @@ final class DerivedProperty<Value: Sendable>: @unchecked Sendable {
         return true
       }
       if !snapshot.computed.isEmpty, snapshot.computed[ObjectIdentifier(node)] != nil { return true }
-      guard let known = node.memo.withLock({ $0.values.isEmpty ? nil : $0.reads }) else { return false }
-      return snapshot.matches(known, pinningAll: node.readsFixedRoots)
+      return node.memoizedReads(in: snapshot) != nil
     }
     self.isDuplicate = isDuplicate
     sources = upstream
