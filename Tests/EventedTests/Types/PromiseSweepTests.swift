@@ -869,4 +869,203 @@ private struct AppState: Equatable, Sendable {
     #expect(firstEven.values == [4])
     #expect(!once.isActive)
   }
+
+  // MARK: Under contention
+
+  @Test func everyScopeOverADerivedValueInstalledWhileAnotherThreadRunsTransactionsFiresOnTheNextChange() {
+    let a = Property(0)
+    let b = Property(0)
+    let sum = a.combineLatest(b).map { $0 + $1 }
+    let stop = Atomic<Bool>(false)
+    let started = Gate()
+    let writer = Spawned {
+      var i = 0
+      while !stop.load(ordering: .relaxed) {
+        i += 1
+        transaction {
+          a.value = i
+          b.value = i
+        }
+        if i == 1 { started.open() }
+      }
+    }
+    #expect(started.wait())
+    let scopes = 200
+    let fired = (0..<scopes).map { _ in Flag() }
+    let torn = Flag()
+    for flag in fired {
+      withObservationTracking {
+        if sum.value % 2 != 0 { torn.set() }
+      } onChange: {
+        flag.set()
+      }
+    }
+    stop.store(true, ordering: .relaxed)
+    #expect(writer.join())
+    transaction {
+      a.value += 1
+      b.value += 1
+    }
+    #expect(eventually { fired.allSatisfy(\.isSet) })
+    #expect(!torn.isSet)
+  }
+
+  @Test func removeAllObserversRepeatedWhileAnotherThreadWritesLeavesADerivedObserverEndingOnValue() {
+    let count = Property(0)
+    let doubled = count.map { $0 * 2 }
+    let last = Number(-1)
+    let subscription = doubled.observe { last.store($0) }
+    let stop = Atomic<Bool>(false)
+    let remover = Spawned {
+      while !stop.load(ordering: .relaxed) {
+        count.removeAllObservers()
+        yieldProcessor()
+      }
+    }
+    for i in 1...2_000 { count.value = i }
+    stop.store(true, ordering: .relaxed)
+    #expect(remover.join())
+    count.value = 5_000
+    #expect(last.value == 10_000)
+    #expect(doubled.value == 10_000)
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aFlatMapLatestObservedOnAHeldQueueFollowsOnlyItsCurrentTarget() {
+    let targets = (0..<100).map { Property($0) }
+    let index = Property(0)
+    let chosen = index.flatMapLatest { targets[$0] }
+    let queue = DispatchQueue(label: "held")
+    let held = Gate()
+    queue.async { held.wait() }
+    let seen = Recorder<Int>()
+    let subscription = chosen.observe(on: .queue(queue)) { seen.append($0) }
+    for i in 1..<100 { index.value = i }
+    let followed = targets.indices.filter { targets[$0].observerCount > 0 }
+    held.open()
+    #expect(seen.wait(until: { $0.last == 99 }))
+    #expect(followed == [99])
+    #expect(seen.count <= 2)
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aMergeOfSourcesWrittenInOneTransactionOnAnotherThreadIsSeenWholeByAHeldQueue() {
+    let a = EventSource<Int>()
+    let b = EventSource<Int>()
+    let count = Property(0)
+    let merged = a.merge(with: b)
+    let queue = DispatchQueue(label: "held")
+    let held = Gate()
+    queue.async { held.wait() }
+    let seen = Recorder<String>()
+    let subscription = merged.observe(on: .queue(queue)) { event in seen.append("\(event)@\(count.value)") }
+    let writer = Spawned {
+      for round in 1...50 {
+        transaction {
+          a.send(round * 10 + 1)
+          count.value = round
+          b.send(round * 10 + 2)
+        }
+      }
+    }
+    held.open()
+    #expect(writer.join())
+    #expect(seen.wait(forCount: 100))
+    let events = seen.values.map { Int($0.split(separator: "@")[0])! }
+    let rounds = seen.values.map { Int($0.split(separator: "@")[1])! }
+    var expected: [Int] = []
+    for round in 1...50 { expected += [round * 10 + 1, round * 10 + 2] }
+    #expect(events == expected)
+    for (event, round) in zip(events, rounds) { #expect(round >= event / 10) }
+    withExtendedLifetime(subscription) {}
+  }
+
+  // MARK: Replicas, combinations of collections, lazy event sources
+
+  @Test func aReplicaFromEmptyMadeInsideATransactionThatChangedTheArrayEndsOnItsValue() {
+    let items = ArrayProperty([1, 2, 3])
+    let changesets = Recorder<ArrayChangeset<Int>>()
+    let subscription = transaction {
+      items.append(4)
+      let subscription = items.observeChanges(fromEmpty: true) { changesets.append($0) }
+      _ = items.removeFirst()
+      return subscription
+    }
+    items.append(5)
+    var replica: [Int] = []
+    for changeset in changesets.values { replica = changeset.applied(to: replica) }
+    #expect(replica == items.value)
+    #expect(replica == [2, 3, 4, 5])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aCombinationOfACollectionOfPropertiesReceivesOneUpdatePerTransaction() {
+    let parts = (0..<5).map { Property($0) }
+    let all = parts.combineLatest()
+    let seen = Recorder<[Int]>()
+    let subscription = all.observe { seen.append($0) }
+    transaction {
+      for part in parts { part.value += 10 }
+    }
+    #expect(seen.values == [[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aMergeOfLazyEventSourcesStartsEachOnceAndStopsThemWhenItIsFreed() {
+    let starts = Counter()
+    let stops = Counter()
+    let a = EventSource<Int>(onFirstObserver: { starts.increment() }, onLastObserverGone: { stops.increment() })
+    let b = EventSource<Int>(onFirstObserver: { starts.increment() }, onLastObserverGone: { stops.increment() })
+    var merged: ReadOnlyEventSource<Int>? = a.merge(with: b.filter { $0 > 0 })
+    #expect(starts.value == 2)
+    let seen = Recorder<Int>()
+    let first = merged!.observe { seen.append($0) }
+    let second = merged!.map { $0 * 2 }.observe { seen.append($0) }
+    transaction {
+      a.send(1)
+      b.send(2)
+    }
+    #expect(seen.values.sorted() == [1, 2, 2, 4])
+    first.cancel()
+    second.cancel()
+    #expect(stops.value == 0)
+    merged = nil
+    #expect(stops.wait(for: 2))
+    #expect(starts.value == 2)
+  }
+
+  @Test func aOnceOnlyObserverOfAFilteredLazySourceStopsItAfterItsEvent() {
+    let starts = Counter()
+    let stops = Counter()
+    let sensor = EventSource<Int>(onFirstObserver: { starts.increment() }, onLastObserverGone: { stops.increment() })
+    let seen = Recorder<Int>()
+    let once = sensor.filter { $0 > 10 }.observeOnce { seen.append($0) }
+    #expect(starts.value == 1)
+    sensor.send(5)
+    #expect(stops.value == 0)
+    sensor.send(15)
+    #expect(stops.wait(for: 1))
+    sensor.send(20)
+    #expect(seen.values == [15])
+    withExtendedLifetime(once) {}
+  }
+
+  @Test func inPlaceMutationsThroughTheWrapperInsideATransactionCommitOnce() {
+    final class Model: @unchecked Sendable {
+      @Property var names: [String] = []
+      @Property var count = 0
+    }
+    let model = Model()
+    let seen = Recorder<String>()
+    let first = model.$names.observeChanges { seen.append("names \($0.oldValue)>\($0.newValue)") }
+    let second = model.$count.observeChanges { seen.append("count \($0.oldValue)>\($0.newValue)") }
+    transaction {
+      model.names.append("a")
+      model.count += 1
+      model.names.append("b")
+      model.count += 1
+    }
+    #expect(seen.values == ["names []>[\"a\", \"b\"]", "count 0>2"])
+    withExtendedLifetime((first, second)) {}
+  }
 }
