@@ -480,12 +480,15 @@ private struct AppState: Equatable, Sendable {
     queue.async { held.wait() }
     let seen = Recorder<Int>()
     let subscription = merged.observe(on: .queue(queue)) { seen.append($0) }
+    let sent = Number(0)
     let sender = Spawned {
       for number in 0..<200 {
         if number % 2 == 0 { a.send(number) } else { b.send(number) }
+        sent.increment()
       }
     }
-    #expect(!sender.join(timeout: .milliseconds(100)))
+    #expect(eventually { sent.value >= 8 })
+    #expect(sent.value <= 16)
     held.open()
     #expect(sender.join())
     #expect(seen.wait(forCount: 200))
@@ -1067,5 +1070,133 @@ private struct AppState: Equatable, Sendable {
     }
     #expect(seen.values == ["names []>[\"a\", \"b\"]", "count 0>2"])
     withExtendedLifetime((first, second)) {}
+  }
+
+  // MARK: Owners of derived event subscriptions, restored derived values
+
+  @Test func anOwnerThatDiesWhileMappedEventsWaitOnAHeldQueueIsNeverCalled() {
+    let numbers = EventSource<Int>()
+    let queue = DispatchQueue(label: "held")
+    let held = Gate()
+    queue.async { held.wait() }
+    let calls = Counter()
+    var owner: Owner? = Owner()
+    numbers.map { $0 * 2 }.observe(with: owner!, on: .queue(queue)) { _, _ in calls.increment() }
+    numbers.merge(with: EventSource<Int>()).observe(with: owner!, on: .queue(queue)) { _, _ in calls.increment() }
+    for number in 1...3 { numbers.send(number) }
+    owner = nil
+    held.open()
+    let drained = Gate()
+    queue.async { drained.open() }
+    #expect(drained.wait())
+    #expect(calls.value == 0)
+  }
+
+  @Test func theCapturesOfAMergeObserverWhoseOwnerDiedAreReleasedByTheNextEvent() {
+    let a = EventSource<Int>()
+    let b = EventSource<Int>()
+    let merged = a.merge(with: b)
+    let live = LiveCount()
+    var owner: Owner? = Owner()
+    let captured = Tracked(live)
+    merged.observe(with: owner!) { _, _ in withExtendedLifetime(captured) {} }
+    _ = consume captured
+    owner = nil
+    b.send(1)
+    #expect(live.wait(for: 0))
+    #expect(merged.observerCount == 0)
+  }
+
+  @Test func aTransactionThatRestoresADerivedValuesRootsNotifiesNoneOfItsObservers() {
+    let a = Property(0)
+    let b = Property(0)
+    let sum = a.combineLatest(b).map { $0 + $1 }
+    let calls = Recorder<String>()
+    let first = sum.observeChanges { calls.append("sum \($0.oldValue)>\($0.newValue)") }
+    let second = a.combineLatest(b).observeChanges { calls.append("pair \($0.newValue)") }
+    transaction {
+      a.value = 5
+      b.value = -5
+    }
+    transaction {
+      a.value = 1
+      a.value = 5
+      b.value = 7
+      b.value = -5
+    }
+    #expect(calls.values == ["pair (5, -5)"])
+    withExtendedLifetime((first, second)) {}
+  }
+
+  // MARK: Tracking subscriptions stay one
+
+  @Test func manyScopesReadingADerivedValueAndAnArrayAreFollowedByOneSubscriptionEach() {
+    let count = Property(0)
+    let doubled = count.map { $0 * 2 }
+    let items = ArrayProperty([1])
+    let fires = Counter()
+    for _ in 0..<50 {
+      withObservationTracking {
+        _ = doubled.value
+        _ = items.count
+      } onChange: {
+        fires.increment()
+      }
+    }
+    #expect(count.observerCount == 1)
+    #expect(items.observerCount == 1)
+    count.value = 1
+    #expect(fires.wait(for: 50))
+  }
+
+  @Test func aScopeThatRegistersAgainOnEveryChangeKeepsOneSubscriptionOnTheRoots() {
+    let count = Property(0)
+    let items = ArrayProperty<Int>([])
+    let sum = count.combineLatest(items.readOnly).map { $0 + $1.count }
+    for round in 1...100 {
+      let fired = Gate()
+      withObservationTracking {
+        _ = sum.value
+        _ = items.isEmpty
+      } onChange: {
+        fired.open()
+      }
+      if round % 2 == 0 { count.value = round } else { items.append(round) }
+      #expect(fired.wait())
+    }
+    #expect(count.observerCount <= 1)
+    #expect(items.observerCount <= 2)
+  }
+
+  @Test func observationsOverAnArrayAndAFlatMapLatestWrittenOnAnotherThreadEndOnTheFinalState() async {
+    for run in 0..<10 {
+      let items = ArrayProperty<Int>([])
+      let targets = (0..<4).map { Property($0 * 1_000) }
+      let index = Property(0)
+      let chosen = index.flatMapLatest { targets[$0] }
+      let last = 150
+      let states = Observations { "\(items.count) \(chosen.value)" }
+      let writer = Spawned {
+        for i in 1...last {
+          items.append(i)
+          index.value = i % 4
+          targets[i % 4].value += 1
+        }
+      }
+      let expected = Monitor<String?>(nil)
+      let seen = Recorder<String>()
+      let consumer = Task {
+        for await state in states {
+          seen.append(state)
+          if let final = expected.current, state == final { break }
+        }
+      }
+      #expect(await settles { writer.isFinished })
+      let final = "\(last) \(targets[last % 4].value)"
+      expected.withLock { $0 = final }
+      let ended = await settles { seen.values.last == final }
+      consumer.cancel()
+      #expect(ended, "run \(run) ended on \(seen.values.last ?? "nothing"), not \(final)")
+    }
   }
 }
