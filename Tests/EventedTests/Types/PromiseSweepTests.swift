@@ -1199,4 +1199,138 @@ private struct AppState: Equatable, Sendable {
       #expect(ended, "run \(run) ended on \(seen.values.last ?? "nothing"), not \(final)")
     }
   }
+
+  // MARK: Event sources and non-skipping properties in transactions
+
+  @Test func removeAllObserversOfAnEventSourceInsideATransactionEndsItsObserversBeforeTheCommit() {
+    let numbers = EventSource<Int>()
+    let doubled = numbers.map { $0 * 2 }
+    let direct = Recorder<Int>()
+    let derived = Recorder<Int>()
+    let mine = numbers.observe { direct.append($0) }
+    let followed = doubled.observe { derived.append($0) }
+    transaction {
+      numbers.send(1)
+      numbers.removeAllObservers()
+      numbers.send(2)
+    }
+    #expect(direct.values.isEmpty)
+    #expect(!mine.isActive)
+    #expect(derived.values == [2, 4])
+    withExtendedLifetime(followed) {}
+  }
+
+  @Test func aNonSkippingPropertyWrittenSeveralTimesInATransactionCommitsOnceEvenWhenEqual() {
+    let image = Property("same", skipsDuplicates: false)
+    let changes = Recorder<String>()
+    let subscription = image.observeChanges { changes.append("\($0.oldValue)>\($0.newValue)") }
+    transaction {
+      image.value = "other"
+      image.value = "same"
+    }
+    #expect(throws: Failure.self) {
+      try transaction {
+        image.value = "thrown"
+        throw Failure()
+      }
+    }
+    #expect(changes.values == ["same>same"])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test func aDerivedObserverSubscribingOnAnotherThreadWhileATransactionRunsGetsOneWholeChange() {
+    let a = Property(0)
+    let b = Property(0)
+    let pair = a.combineLatest(b).map { "\($0),\($1)" }
+    let wrote = Gate()
+    let subscribed = Gate()
+    let writer = Spawned {
+      transaction {
+        a.value = 1
+        b.value = 1
+        wrote.open()
+        subscribed.wait()
+      }
+    }
+    #expect(wrote.wait())
+    let changes = Recorder<String>()
+    let subscription = pair.observeChanges { changes.append("\($0.oldValue)>\($0.newValue)") }
+    subscribed.open()
+    #expect(writer.join())
+    #expect(changes.wait(forCount: 1))
+    a.value = 2
+    #expect(changes.values == ["0,0>1,1", "1,1>2,1"])
+    withExtendedLifetime(subscription) {}
+  }
+
+  // MARK: Memory held for slow observers
+
+  @Test func aDerivedValueObservedOnAHeldQueueKeepsOnlyAFewOfTheValuesWrittenAlive() {
+    let live = LiveCount()
+    let current = Property(Tracked(live, id: 0))
+    let ids = current.map { $0 }.map { $0 }
+    let queue = DispatchQueue(label: "held")
+    let held = Gate()
+    queue.async { held.wait() }
+    let seen = Recorder<Int>()
+    let subscription = ids.observe(on: .queue(queue)) { seen.append($0.id) }
+    let changes = current.observeChanges(on: .queue(queue)) { _ in }
+    for id in 1...200 { current.value = Tracked(live, id: id) }
+    let aliveWhileHeld = live.value
+    held.open()
+    #expect(seen.wait(until: { $0.last == 200 }))
+    #expect(aliveWhileHeld <= 8, "\(aliveWhileHeld) values alive behind a held queue")
+    withExtendedLifetime((subscription, changes)) {}
+  }
+
+  @Test func aKeyPathObserverOfAnArraysViewIsCalledOnlyWhenTheCountChanges() {
+    let items = ArrayProperty(["a", "b"])
+    let owner = Owner()
+    let counts = Recorder<Int>()
+    items.readOnly.observe(\.count, with: owner) { _, count in counts.append(count) }
+    items[0] = "z"
+    transaction {
+      items.append("c")
+      _ = items.removeFirst()
+    }
+    items.append("d")
+    #expect(counts.values == [2, 3])
+    withExtendedLifetime(owner) {}
+  }
+
+  @Test func removeAllObserversOfALazySourceStopsItOnceAndANewObserverStartsItAgain() {
+    let hooks = Recorder<String>()
+    let sensor = EventSource<Int>(onFirstObserver: { hooks.append("+") }, onLastObserverGone: { hooks.append("-") })
+    let level = Property(0, onFirstObserver: { hooks.append("p+") }, onLastObserverGone: { hooks.append("p-") })
+    let first = sensor.observe { _ in }
+    let second = sensor.observe { _ in }
+    let third = level.observe { _ in }
+    sensor.removeAllObservers()
+    level.removeAllObservers()
+    #expect(hooks.wait(forCount: 4))
+    first.cancel()
+    second.cancel()
+    third.cancel()
+    let again = sensor.observe { _ in }
+    #expect(hooks.wait(forCount: 5))
+    #expect(hooks.values == ["+", "p+", "-", "p-", "+"])
+    withExtendedLifetime(again) {}
+  }
+
+  @Test func aLazyPropertyReadInAScopeStaysStartedThroughRemoveAllObservers() {
+    let hooks = Recorder<String>()
+    let level = Property(0, onFirstObserver: { hooks.append("+") }, onLastObserverGone: { hooks.append("-") })
+    let fired = Gate()
+    withObservationTracking {
+      _ = level.map { $0 + 1 }.value
+    } onChange: {
+      fired.open()
+    }
+    #expect(hooks.wait(forCount: 1))
+    level.removeAllObservers()
+    #expect(hooks.values == ["+"])
+    level.value = 1
+    #expect(fired.wait())
+    #expect(hooks.values.first == "+")
+  }
 }
