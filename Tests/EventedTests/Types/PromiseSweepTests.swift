@@ -1333,4 +1333,32 @@ private struct AppState: Equatable, Sendable {
     #expect(fired.wait())
     #expect(hooks.values.first == "+")
   }
+
+  // MARK: Reentrancy from onChange, hooks racing transactions
+
+  @Test func anOnChangeThatRunsATransactionAfterATransactionCommitsItWithoutDeadlock() {
+    let a = Property(0)
+    let b = Property(0)
+    let tens = a.map { $0 * 10 }
+    let seen = Recorder<Int>()
+    let subscription = b.observeChanges { seen.append($0.newValue) }
+    let fired = Gate()
+    withObservationTracking {
+      _ = tens.value
+    } onChange: {
+      transaction {
+        b.value = tens.value
+        b.value += 1
+      }
+      fired.open()
+    }
+    let finished = completesOnAnotherThread {
+      transaction { a.value = 1 }
+    }
+    #expect(finished)
+    #expect(fired.wait())
+    #expect(b.value == 11)
+    #expect(seen.values == [11])
+    withExtendedLifetime(subscription) {}
+  }
 }
