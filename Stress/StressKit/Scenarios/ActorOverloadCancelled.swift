@@ -51,6 +51,9 @@ final class CancelledSender: Sendable {
           if await !source.send(event) {
             sent.wrappingSubtract(1, ordering: .releasing)
             refused.wrappingAdd(1, ordering: .relaxed)
+            // A refused send returns at once, so without a suspension this loop would
+            // hold one of the pool's threads for the whole run.
+            await Task.yield()
           }
           ThreadState.current.count()
         }
