@@ -48,7 +48,7 @@ extension DerivedProperty {
 
   /// Ends the node's links; its next observer makes new ones.
   @usableFromInline func unlink() {
-    for core in links.withLock({ $0.unlink() }) { core.endSwept() }
+    for core in links.withLock({ $0.unlink() }) { core.end() }
   }
 
   /// Ends the node's links if it has no observers and none is arriving.
@@ -57,7 +57,11 @@ extension DerivedProperty {
       guard state.isLinked, state.arriving == 0, !hub.hasLiveSubscribers else { return [] }
       return state.unlink()
     }
-    for core in cores { core.endSwept() }
+    // A root's delivery through a link running on another thread (its handler evaluates
+    // this node) is waited for, as `cancel()` waits for a handler, so that a lazy root
+    // read only through this node has stopped when the last observer's `cancel()`
+    // returns.
+    for core in cores { core.end() }
   }
 }
 
