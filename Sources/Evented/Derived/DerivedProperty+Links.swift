@@ -21,8 +21,17 @@ extension DerivedProperty {
   /// a request numbered higher came first. A run asks before it commits a state, with an
   /// odd number (twice the commit's number, minus one), and after, with an even one, so
   /// that a state committed later always wins.
-  @usableFromInline func relink(to reads: Reads, at number: UInt64) {
-    guard links.withLock({ $0.request(reads, number: number) }) else { return }
+  ///
+  /// With `waiting`, a caller whose request another thread applies returns once it is
+  /// applied (or a later one is): a switch delivers its state after its old links ended.
+  @usableFromInline func relink(to reads: Reads, at number: UInt64, waiting: Bool = false) {
+    let me = currentThreadID()
+    let token = links.storage.lock()
+    guard token.state.pointee.request(reads, number: number, by: me) else {
+      guard waiting else { return token.unlock() }
+      return waitForApplier(token, number: number, me: me)
+    }
+    token.unlock()
     var moved = false
     while let step = links.withLock({ $0.nextStep() }) {
       for core in step.ended { core.endSwept() }
@@ -37,6 +46,21 @@ extension DerivedProperty {
       for core in links.withLock({ $0.attach(made) }) { core.endSwept() }
     }
     if moved { refresh() }
+  }
+
+  /// Waits, releasing the lock of `links` meanwhile, until ``EffectState/mustWait(for:by:)``
+  /// is false. The applier subscribes and ends subscriptions only, and calls no user code
+  /// but a lazy root's hooks.
+  @usableFromInline func waitForApplier(
+    _ token: consuming LockToken<EffectState>, number: UInt64, me: UInt
+  ) {
+    guard token.state.pointee.mustWait(for: number, by: me) else { return token.unlock() }
+    let room = token.state.pointee.room ?? Condition()
+    token.state.pointee.room = room
+    token.state.pointee.waiters += 1
+    while token.state.pointee.mustWait(for: number, by: me) { token.wait(room) }
+    token.state.pointee.waiters -= 1
+    token.unlock()
   }
 
   /// Starts following the roots: links to what the latest state reads, and commits it

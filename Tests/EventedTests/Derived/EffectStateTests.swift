@@ -21,7 +21,7 @@ import Testing
 
   @Test func anUnlinkedEffectTakesNoRequest() {
     var state = EffectState()
-    let mustApply = state.request(reads([0]), number: 1)
+    let mustApply = state.request(reads([0]), number: 1, by: 1)
     #expect(!mustApply)
     let step = state.nextStep()
     #expect(step == nil)
@@ -31,8 +31,8 @@ import Testing
     var state = EffectState()
     let leftOver = state.link()
     #expect(leftOver.isEmpty)
-    let mustApply = state.request(reads([0, 1]), number: 2)
-    let older = state.request(reads([0, 2]), number: 1)
+    let mustApply = state.request(reads([0, 1]), number: 2, by: 1)
+    let older = state.request(reads([0, 2]), number: 1, by: 1)
     #expect(mustApply && !older, "an older request is dropped")
     let firstStep = state.nextStep()
     let first = try #require(firstStep)
@@ -41,8 +41,8 @@ import Testing
     let none = state.nextStep()
     #expect(refused.isEmpty && none == nil && !state.isRelinking)
     // A switch: root 1 is no longer read, root 2 is.
-    let switching = state.request(reads([0, 2]), number: 4)
-    let meanwhile = state.request(reads([0, 2]), number: 4)
+    let switching = state.request(reads([0, 2]), number: 4, by: 1)
+    let meanwhile = state.request(reads([0, 2]), number: 4, by: 1)
     #expect(switching && !meanwhile, "the applier is at work")
     let secondStep = state.nextStep()
     let second = try #require(secondStep)
@@ -58,7 +58,7 @@ import Testing
   @Test func linksMadeAfterTheEffectStoppedFollowingAreReturnedToEnd() throws {
     var state = EffectState()
     _ = state.link()
-    let mustApply = state.request(reads([0]), number: 2)
+    let mustApply = state.request(reads([0]), number: 2, by: 1)
     #expect(mustApply)
     let stepStep = state.nextStep()
     let step = try #require(stepStep)
@@ -70,10 +70,46 @@ import Testing
     #expect(none == nil && state.linkedRoots.isEmpty)
   }
 
+  @Test func aSwitchWhoseLinksAnotherThreadAppliesWaitsUntilTheyAreApplied() throws {
+    var state = EffectState()
+    _ = state.link()
+    let applies = state.request(reads([0]), number: 2, by: 1)
+    #expect(applies)
+    let firstStep = state.nextStep()
+    let first = try #require(firstStep)
+    // Another thread switches to root 1 meanwhile.
+    let switcherApplies = state.request(reads([1]), number: 3, by: 2)
+    #expect(!switcherApplies)
+    #expect(state.mustWait(for: 3, by: 2))
+    #expect(!state.mustWait(for: 3, by: 1), "the applier never waits for itself")
+    _ = state.attach(links(first.added))
+    let secondStep = state.nextStep()
+    let second = try #require(secondStep)
+    #expect(second.ended.count == 1)
+    #expect(state.mustWait(for: 3, by: 2), "until the step is done")
+    _ = state.attach(links(second.added))
+    let none = state.nextStep()
+    #expect(none == nil)
+    #expect(!state.mustWait(for: 3, by: 2))
+    #expect(!state.mustWait(for: 9, by: 2), "nobody applies")
+  }
+
+  @Test func aWaitingSwitchStopsWaitingWhenTheEffectStopsFollowing() throws {
+    var state = EffectState()
+    _ = state.link()
+    let applies = state.request(reads([0]), number: 2, by: 1)
+    let stepStep = state.nextStep()
+    _ = try #require(stepStep)
+    let switcherApplies = state.request(reads([1]), number: 3, by: 2)
+    #expect(applies && !switcherApplies && state.mustWait(for: 3, by: 2))
+    _ = state.unlink()
+    #expect(!state.mustWait(for: 3, by: 2))
+  }
+
   @Test func aDroppedEffectLinksAfreshWhenObservedAgain() throws {
     var state = EffectState()
     _ = state.link()
-    let mustApply = state.request(reads([0]), number: 2)
+    let mustApply = state.request(reads([0]), number: 2, by: 1)
     #expect(mustApply)
     let stepStep = state.nextStep()
     let step = try #require(stepStep)
@@ -84,7 +120,7 @@ import Testing
     #expect(!state.isLinked)
     let leftOver = state.link()
     #expect(leftOver.count == 1, "the dropped link is ended")
-    let again = state.request(reads([0]), number: 0)
+    let again = state.request(reads([0]), number: 0, by: 1)
     #expect(again, "numbers start again")
     let relinked = state.nextStep()
     #expect(relinked?.added.count == 1)

@@ -1046,11 +1046,7 @@ extension PromiseEdgeTests {
       new.value = 2
       stop.store(true, ordering: .releasing)
       #expect(writer.join())
-      // Known: a switch whose relink another thread applies can deliver the new value
-      // before that thread ends the old link (DerivedValues.md, "Chains switch cleanly").
-      withKnownIssue("the old link may end just after the new value is delivered", isIntermittent: true) {
-        #expect(attached.values.allSatisfy { $0 == 0 }, "old target still observed: \(attached.values)")
-      }
+      #expect(attached.values.allSatisfy { $0 == 0 }, "old target still observed: \(attached.values)")
       #expect(seen.wait { $0.last == 2 })
       let values = seen.values
       if let firstNew = values.firstIndex(where: { $0 > 0 }) {
