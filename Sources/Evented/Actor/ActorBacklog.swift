@@ -17,6 +17,14 @@
 // draining task), and when a handler subscription ends; a cancelled waiter resumes
 // itself. A resumed sender looks again, and may wait again.
 //
+// First come, first served: a sender that finds a queue full takes a ticket, and
+// tickets commit in the order they were taken. While any ticket is out, a sender that
+// may wait commits only as the oldest ticket's holder, so a running sender never takes
+// the room a waiting one was woken for (it used to: one writer could commit tens of
+// thousands of times while another waited for seconds). Tickets are taken and returned
+// on the actor, in `commitWhenRoom`; the holder of the oldest waits for room, the others
+// for their turn, and returning a ticket wakes the waiters.
+//
 // No lost wake-up: a sender registers, then re-checks its subscription; a waker lowers
 // the count or ends the subscription, then looks for waiters. Each side puts a
 // sequentially consistent fence between its write and its read, so at least one of them
@@ -75,6 +83,9 @@ final class ActorBacklog: Sendable {
   @usableFromInline let limit: Int
   /// How many senders wait; written only under the lock of `waiters`.
   let waiterCount = Atomic<Int>(0)
+  /// How many tickets are out; written only under the lock of `waiters`, read on the
+  /// actor, where tickets are taken and returned.
+  @usableFromInline let ticketCount = Atomic<Int>(0)
   let waiters = Lock.make(ActorWaiters())
 
   @usableFromInline init(limit: Int) {
@@ -106,6 +117,38 @@ final class ActorBacklog: Sendable {
     } onCancel: {
       resume(id)
     }
+  }
+
+  /// Whether a sender holds a ticket: then a sender without one must take one.
+  @inlinable var hasTickets: Bool { ticketCount.load(ordering: .relaxed) != 0 }
+
+  /// Takes the next ticket.
+  func takeTicket() -> UInt64 {
+    waiters.withLock { waiters in
+      let ticket = waiters.makeID()
+      waiters.tickets.append(ticket)
+      ticketCount.store(waiters.tickets.count, ordering: .relaxed)
+      return ticket
+    }
+  }
+
+  /// Whether `ticket` is the oldest one out.
+  func isOldest(_ ticket: UInt64) -> Bool {
+    waiters.withLock { $0.tickets.first == ticket }
+  }
+
+  /// Returns `ticket` and wakes the waiters, one of which may hold the next.
+  func returnTicket(_ ticket: UInt64) {
+    waiters.withLock { waiters in
+      if let index = waiters.tickets.firstIndex(of: ticket) { waiters.tickets.remove(at: index) }
+      ticketCount.store(waiters.tickets.count, ordering: .relaxed)
+    }
+    wake()
+  }
+
+  /// Suspends until `ticket` is the oldest (or the task is cancelled).
+  func waitForTurn(_ ticket: UInt64) async {
+    await wait { !isOldest(ticket) }
   }
 
   /// Resumes the waiter `id`, if it still waits.
@@ -176,23 +219,42 @@ extension ActorBoundedSource {
   /// - Returns: Whether it committed.
   @inlinable
   func commitUnlessFull(_ input: Input) -> Bool {
-    if withHandlerSinks({ $0.hasHandlerAtLimit() }) { return false }
+    if withHandlerSinks({ $0.hasHandlerAtLimit() || $0.backlog?.hasTickets == true }) { return false }
     commit(input)
     return true
   }
 
   /// Commits `input` once every handler subscription has room, or refuses it (see
   /// ``commitWithinBound(_:)``).
+  ///
+  /// Senders that wait commit in the order they first found a queue full (a ticket
+  /// each); a cancelled one leaves the line.
   @usableFromInline
   func commitWhenRoom(_ input: Input) async -> Bool {
-    while let full = withHandlerSinks({ $0.firstAtLimit() }), !ActorBacklog.isInHandlerCall {
+    guard let backlog = withHandlerSinks({ $0.backlog }) else {
+      commit(input)
+      return true
+    }
+    var ticket: UInt64?
+    while !ActorBacklog.isInHandlerCall {
+      let full = withHandlerSinks { $0.firstAtLimit() }
+      let isTurn = ticket.map { backlog.isOldest($0) } ?? !backlog.hasTickets
+      if full == nil, isTurn { break }
       if Task.isCancelled {
+        if let held = ticket.take() { backlog.returnTicket(held) }
         if withHandlerSinks({ $0.hasHandlerAtLimit(times: 2) }) { return false }
         break
       }
-      await full.waitForRoom()
+      let held = ticket ?? backlog.takeTicket()
+      ticket = held
+      if let full, isTurn || backlog.isOldest(held) {
+        await full.waitForRoom()
+      } else {
+        await backlog.waitForTurn(held)
+      }
     }
     commit(input)
+    if let held = ticket { backlog.returnTicket(held) }
     return true
   }
 }
@@ -200,6 +262,8 @@ extension ActorBoundedSource {
 /// The senders waiting for room, guarded by the lock of `ActorBacklog.waiters`.
 struct ActorWaiters {
   var nextID: UInt64 = 0
+  /// The tickets out, oldest first.
+  var tickets: [UInt64] = []
   var list: [(id: UInt64, continuation: UnsafeContinuation<Void, Never>)] = []
 
   mutating func makeID() -> UInt64 {

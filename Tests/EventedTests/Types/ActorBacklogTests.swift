@@ -148,6 +148,73 @@ private func busy(nanoseconds: Int64) {
     subscription.cancel()
   }
 
+  // MARK: First come, first served
+
+  /// Senders that find the queue full commit in the order they arrived, and a sender
+  /// arriving after them queues behind them even when it finds room.
+  @Test func waitingSendersCommitInTheOrderTheyArrivedAndNoLaterSenderGoesFirst() async {
+    let source = ActorEventSource<Int>(backlogLimit: 1)
+    let gate = AsyncGate()
+    let holding = Flag()
+    let received = Recorder<Int>()
+    let subscription = await source.observe { event in
+      if event == 0 {
+        holding.set()
+        await gate.wait()
+      }
+      received.append(event)
+    }
+    await source.send(0)
+    #expect(await settles { holding.isSet })
+    // The handler holds 0; 1 fills its queue.
+    await source.send(1)
+    let senders = await source.senders
+    var waiting: [Task<Void, Never>] = []
+    for event in 2...6 {
+      waiting.append(Task(executorPreference: SignallingExecutor.shared) { await source.send(event) })
+      #expect(await settles { senders.waiting == event - 1 }, "sender \(event) waits")
+    }
+    gate.open()
+    // Arrives while the waiting senders are being let in.
+    await source.send(7)
+    for task in waiting { await task.value }
+    #expect(await settles { received.count == 8 })
+    #expect(received.values == Array(0...7))
+    subscription.cancel()
+  }
+
+  @Test func aCancelledSenderLeavesTheLineAndTheNextOneGoesOn() async {
+    let source = ActorEventSource<Int>(backlogLimit: 1)
+    let gate = AsyncGate()
+    let holding = Flag()
+    let received = Recorder<Int>()
+    let subscription = await source.observe { event in
+      if event == 0 {
+        holding.set()
+        await gate.wait()
+      }
+      received.append(event)
+    }
+    await source.send(0)
+    #expect(await settles { holding.isSet })
+    await source.send(1)
+    let senders = await source.senders
+    let first = Task(executorPreference: SignallingExecutor.shared) { await source.send(2) }
+    #expect(await settles { senders.waiting == 1 })
+    let second = Task(executorPreference: SignallingExecutor.shared) { await source.send(3) }
+    #expect(await settles { senders.waiting == 2 })
+    // The oldest ticket's holder is cancelled: it goes past the limit (a cancelled
+    // sender never waits) and leaves the line; the next waits for room.
+    first.cancel()
+    #expect(await first.value)
+    #expect(await settles { senders.waiting == 1 })
+    gate.open()
+    #expect(await second.value)
+    #expect(await settles { received.count == 4 })
+    #expect(received.values == [0, 1, 2, 3])
+    subscription.cancel()
+  }
+
   // MARK: Who never waits
 
   @Test func handlerMaySendToItsOwnSourceBeyondTheLimit() async {
