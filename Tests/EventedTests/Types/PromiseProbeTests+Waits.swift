@@ -382,3 +382,174 @@ extension PromiseProbeTests {
     #expect(hooks.1.values == ["+", "-"])
   }
 }
+
+extension PromiseProbeTests {
+  // MARK: A switch that waits for the applier
+
+  /// DerivedValues.md: the thread applying a value's links "subscribes and unsubscribes,
+  /// and runs no user code but a lazy source's hooks". Guarantees.md, promise 6: a
+  /// hook may cancel a subscription, and `cancel()` waits for its handler running on
+  /// another thread. Here the start hook of the new target runs on the switching
+  /// thread and cancels a handler; that handler, on another thread, subscribes to the
+  /// switching value, whose state there is the same switch.
+  @Test func waitsAStartHookThatCancelsAHandlerWhoseThreadObservesTheSwitchingValueDoesNotHang() {
+    let selector = Property(false)
+    let first = Property(1)
+    let handlerRunning = Gate()
+    let hookRunning = Gate()
+    let box = SubscriptionBox()
+    let hooks = Recorder<String>()
+    let second = Property(
+      2,
+      onFirstObserver: {
+        hooks.append("+")
+        hookRunning.open()
+        box.cancel()
+      }, onLastObserverGone: { hooks.append("-") })
+    let followed = selector.flatMapLatest { $0 ? second : first }
+    let seen = Recorder<Int>()
+    let observer = followed.observe { seen.append($0) }
+    let trigger = EventSource<Int>()
+    let late = Monitor<[Subscription]>([])
+    box.subscription = trigger.observe { _ in
+      handlerRunning.open()
+      _ = hookRunning.wait()
+      let subscription = followed.observe { _ in }
+      late.withLock { $0.append(subscription) }
+    }
+    let sender = Spawned { trigger.send(1) }
+    #expect(handlerRunning.wait())
+    let switcher = Spawned { selector.value = true }
+    let finished = switcher.join() && sender.join()
+    #expect(finished, "hung: the switching thread waits for the handler, its thread for the switch")
+    guard finished else { return }
+    #expect(seen.wait { $0.last == 2 })
+    #expect(followed.value == 2)
+    observer.cancel()
+    for subscription in late.current { subscription.cancel() }
+    #expect(hooks.values == ["+", "-"])
+  }
+
+  /// Guarantees.md, Lazy sources: "A property's start hook writes the value that
+  /// subscription receives first"; Transactions.md: a write from another thread to a
+  /// source the open transaction wrote waits until it ends, and a subscription may be
+  /// made inside a transaction. The start hook runs on the switching thread, while it
+  /// applies the switch; the transaction's thread subscribes to the switching value.
+  @Test func waitsAnObserverArrivingInATransactionWhileTheStartHookWritesItsSourceDoesNotHang() {
+    let selector = Property(false)
+    let first = Property(1)
+    let hookEntered = Gate()
+    let inside = Gate()
+    let second = Property(
+      0,
+      onFirstObserver: { (property: Property<Int>) in
+        hookEntered.open()
+        _ = inside.wait()
+        property.value = 2
+      }, onLastObserverGone: { (_: Property<Int>) in })
+    let followed = selector.flatMapLatest { $0 ? second : first }
+    let seen = Recorder<Int>()
+    let observer = followed.observe { seen.append($0) }
+    let switcher = Spawned { selector.value = true }
+    #expect(hookEntered.wait())
+    let late = Monitor<[Subscription]>([])
+    let joiner = Spawned {
+      transaction {
+        second.value = 5
+        inside.open()
+        let subscription = followed.observe { _ in }
+        late.withLock { $0.append(subscription) }
+      }
+    }
+    let finished = joiner.join() && switcher.join()
+    #expect(finished, "hung: the hook's write waits for the transaction, the transaction for the switch")
+    guard finished else { return }
+    #expect(seen.wait { $0.last == followed.value })
+    observer.cancel()
+    for subscription in late.current { subscription.cancel() }
+  }
+
+  /// Two switching values whose new targets are lazy, each start hook observing the
+  /// other value (a source that feeds itself from another one): each hook runs on the
+  /// thread applying its own value's switch, and each subscription arrives during the
+  /// other value's switch.
+  @Test func waitsTwoStartHooksThatEachObserveTheOtherSwitchingValueDoNotHang() {
+    let selectors = (Property(false), Property(false))
+    let olds = (Property(1), Property(1))
+    let entered = (Gate(), Gate())
+    let values = Monitor<[Int: ReadOnlyProperty<Int>]>([:])
+    let late = Monitor<[Subscription]>([])
+    func hook(_ mine: Int) -> @Sendable () -> Void {
+      {
+        (mine == 0 ? entered.0 : entered.1).open()
+        _ = (mine == 0 ? entered.1 : entered.0).wait()
+        guard let other = values.current[1 - mine] else { return }
+        let subscription = other.observe { _ in }
+        late.withLock { $0.append(subscription) }
+      }
+    }
+    let news = (
+      Property(2, onFirstObserver: hook(0), onLastObserverGone: {}),
+      Property(2, onFirstObserver: hook(1), onLastObserverGone: {})
+    )
+    let followed = (
+      selectors.0.flatMapLatest { $0 ? news.0 : olds.0 },
+      selectors.1.flatMapLatest { $0 ? news.1 : olds.1 }
+    )
+    values.withLock { $0 = [0: followed.0, 1: followed.1] }
+    let observers = [followed.0.observe { _ in }, followed.1.observe { _ in }]
+    let finished = onThreads(2) { index in
+      if index == 0 { selectors.0.value = true } else { selectors.1.value = true }
+    }
+    #expect(finished, "hung: each switching thread waits for the other's switch")
+    guard finished else { return }
+    #expect(followed.0.value == 2 && followed.1.value == 2)
+    for observer in observers { observer.cancel() }
+    for subscription in late.current { subscription.cancel() }
+  }
+
+  // MARK: A lazy root left started
+
+  /// DerivedValues.md: ending the last observer "unsubscribes the value from its roots
+  /// at once, so a lazy source read only through derived values stops then. If another
+  /// thread is delivering a commit of that source to the value at that instant,
+  /// `cancel()` waits for that delivery to return". A transform cancels the last
+  /// observer while another thread keeps writing a second lazy root of the value (and
+  /// may run the transform, and cancel, too). Once both threads have returned, both
+  /// roots must have stopped; the second one sometimes has not, until something sweeps
+  /// it (reading its `observerCount` runs the stop hook).
+  @Test func waitsATransformThatCancelsTheLastObserverWhileAnotherThreadDeliversStopsBothRootsOnce() {
+    for round in 0..<1_000 {
+      let hooks = (Recorder<String>(), Recorder<String>())
+      let trigger = Property(0, onFirstObserver: { hooks.0.append("+") }, onLastObserverGone: { hooks.0.append("-") })
+      let busy = Property(0, onFirstObserver: { hooks.1.append("+") }, onLastObserverGone: { hooks.1.append("-") })
+      let box = SubscriptionBox()
+      let pairs = trigger.combineLatest(busy).map { pair -> Int in
+        if pair.0 == 1 { box.cancel() }
+        return pair.1
+      }
+      box.subscription = pairs.observe { _ in }
+      let stop = Atomic<Bool>(false)
+      let started = Gate()
+      let writer = Spawned {
+        var i = 0
+        started.open()
+        while !stop.load(ordering: .relaxed) {
+          i += 1
+          busy.value = i
+          yieldProcessor()
+        }
+      }
+      #expect(started.wait())
+      let wrote = completesOnAnotherThread { trigger.value = 1 }
+      stop.store(true, ordering: .relaxed)
+      let joined = writer.join()
+      #expect(wrote && joined, "hung in round \(round)")
+      guard wrote && joined else { return }
+      let (first, second) = (hooks.0.values, hooks.1.values)
+      #expect(first == ["+", "-"], "round \(round)")
+      #expect(second == ["+", "-"], "round \(round): the root is still started after both threads returned")
+      if first != ["+", "-"] || second != ["+", "-"] { return }
+    }
+  }
+}
