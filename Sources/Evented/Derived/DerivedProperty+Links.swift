@@ -22,16 +22,19 @@ extension DerivedProperty {
   /// odd number (twice the commit's number, minus one), and after, with an even one, so
   /// that a state committed later always wins.
   ///
-  /// With `waiting`, a caller whose request another thread applies returns once it is
-  /// applied (or a later one is): a switch delivers its state after its old links ended.
-  @usableFromInline func relink(to reads: Reads, at number: UInt64, waiting: Bool = false) {
-    let me = currentThreadID()
-    let token = links.storage.lock()
-    guard token.state.pointee.request(reads, number: number, by: me) else {
-      guard waiting else { return token.unlock() }
-      return waitForApplier(token, number: number, me: me)
+  /// With `ending`, a caller whose request another thread applies ends, itself, the
+  /// links that `reads` no longer name: a switch delivers its state after its old links
+  /// ended, without waiting for the applier (which may be running a lazy source's hooks,
+  /// user code that may wait for this thread).
+  @usableFromInline func relink(to reads: Reads, at number: UInt64, ending: Bool = false) {
+    let unread = links.withLock { state -> [SubscriptionCore]? in
+      if state.request(reads, number: number) { return nil }
+      return ending ? state.takeUnread(reads) : []
     }
-    token.unlock()
+    if let unread {
+      for core in unread { core.endSwept() }
+      return
+    }
     var moved = false
     while let step = links.withLock({ $0.nextStep() }) {
       for core in step.ended { core.endSwept() }
@@ -48,21 +51,6 @@ extension DerivedProperty {
     if moved { refresh() }
   }
 
-  /// Waits, releasing the lock of `links` meanwhile, until ``EffectState/mustWait(for:by:)``
-  /// is false. The applier subscribes and ends subscriptions only, and calls no user code
-  /// but a lazy root's hooks.
-  @usableFromInline func waitForApplier(
-    _ token: consuming LockToken<EffectState>, number: UInt64, me: UInt
-  ) {
-    guard token.state.pointee.mustWait(for: number, by: me) else { return token.unlock() }
-    let room = token.state.pointee.room ?? Condition()
-    token.state.pointee.room = room
-    token.state.pointee.waiters += 1
-    while token.state.pointee.mustWait(for: number, by: me) { token.wait(room) }
-    token.state.pointee.waiters -= 1
-    token.unlock()
-  }
-
   /// Starts following the roots: links to what the latest state reads, and commits it
   /// if it is later than the one delivered last.
   @usableFromInline func link() {
@@ -72,20 +60,21 @@ extension DerivedProperty {
 
   /// Ends the node's links; its next observer makes new ones.
   @usableFromInline func unlink() {
-    for core in links.withLock({ $0.unlink() }) { core.end() }
+    for core in links.withLock({ $0.unlink() }) { core.endSwept() }
   }
 
   /// Ends the node's links if it has no observers and none is arriving.
   @usableFromInline func unlinkIfUnobserved() {
     let cores = links.withLock { state -> [SubscriptionCore] in
-      guard state.isLinked, state.arriving == 0, !hub.hasLiveSubscribers else { return [] }
+      // Also when a root found the node unobserved first (`dropped()`): it dropped only
+      // its own link, and the others are ended here.
+      guard state.arriving == 0, !hub.hasLiveSubscribers else { return [] }
       return state.unlink()
     }
-    // A root's delivery through a link running on another thread (its handler evaluates
-    // this node) is waited for, as `cancel()` waits for a handler, so that a lazy root
-    // read only through this node has stopped when the last observer's `cancel()`
-    // returns.
-    for core in cores { core.end() }
+    // Not waiting for a root's delivery running through a link on another thread: it
+    // runs user code (transforms, this value's handlers, deinits) that may wait for
+    // this thread. That delivery releases the link's lazy token when it returns.
+    for core in cores { core.endSwept() }
   }
 }
 

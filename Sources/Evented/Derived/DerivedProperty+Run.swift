@@ -175,7 +175,7 @@ extension DerivedProperty {
     // A switch: the roots no longer read are dropped before the state is delivered.
     let ahead = 2 &* (commits &+ 1) &- 1
     token.unlock()
-    relink(to: reads, at: ahead, waiting: true)
+    relink(to: reads, at: ahead, ending: true)
     token = hub.lockForCommit()
     guard reads.isLater(than: delivered) else { return token.unlock() }
     let replaced = delivered

@@ -6,10 +6,14 @@
 // request waiting (the reads of the newest state asked for) and at most one thread
 // applying requests (`isRelinking`). Transitions:
 // - `link()`: unlinked -> linked; returns the links left from before, to end.
-// - `request(_:number:by:)`: keeps the reads if no request numbered higher came first;
-//   returns whether the caller must apply (nobody is applying). A caller that does not
-//   apply may wait (`mustWait(for:by:)`, in `room`) until a request numbered at least
-//   as high is applied: a switch delivers its state only after its old links ended.
+// - `request(_:number:)`: keeps the reads if no request numbered higher came first;
+//   returns whether the caller must apply (nobody is applying).
+// - `takeUnread(_:)`: for a switch while another thread applies: the links that
+//   neither its reads, nor the request waiting, nor the step being applied name, taken
+//   out now (with those the applier is ending), for the switching thread to end before
+//   it delivers. It never waits for the applier, which may be running a lazy source's
+//   hooks. A link taken out that a later state reads is made again by that state's
+//   request, which every committed switch makes after its commit.
 // - `nextStep()`: the applier takes the waiting request: the links to end and the roots
 //   to link; nil (and the applier stops) when none waits.
 // - `attach(_:)`: the links the applier made; returned to end if the effect was
@@ -50,17 +54,11 @@ struct EffectState: Sendable {
   @usableFromInline private(set) var requested: UInt64 = 0
   /// Whether a thread is applying requests.
   @usableFromInline private(set) var isRelinking = false
-  /// The number of the waiting request.
-  @usableFromInline private(set) var pendingNumber: UInt64 = 0
-  /// The number of the request being applied, and of the last one applied whole.
-  @usableFromInline private(set) var applying: UInt64 = 0
-  @usableFromInline private(set) var applied: UInt64 = 0
-  /// The thread applying requests, while one does.
-  @usableFromInline private(set) var applier: UInt = 0
-  /// Where threads wait for the applier, made by the first one to wait; woken at every
-  /// step while `waiters` is not zero.
-  @usableFromInline var room: Condition?
-  @usableFromInline var waiters = 0
+  /// The links the applier's current step ends, which a switching thread may end too
+  /// (ending a subscription twice is harmless).
+  @usableFromInline private(set) var ending: [SubscriptionCore] = []
+  /// The reads of the step being applied.
+  @usableFromInline private(set) var applying: Reads?
 
   @usableFromInline init() {}
 
@@ -70,8 +68,6 @@ struct EffectState: Sendable {
     defer { _checkInvariants() }
     isLinked = true
     requested = 0
-    applying = 0
-    applied = 0
     defer { linked = [] }
     return linked.map(\.core)
   }
@@ -81,7 +77,6 @@ struct EffectState: Sendable {
     defer { _checkInvariants() }
     isLinked = false
     pending = nil
-    wakeWaiters()
     defer { linked = [] }
     return linked.map(\.core)
   }
@@ -91,50 +86,33 @@ struct EffectState: Sendable {
   @usableFromInline mutating func dropped() {
     isLinked = false
     pending = nil
-    wakeWaiters()
     _checkInvariants()
   }
 
   /// Asks for the links of `reads`, unless a request numbered higher came first.
   ///
   /// - Returns: Whether the caller must apply the requests (nobody else is).
-  @usableFromInline mutating func request(_ reads: Reads, number: UInt64, by thread: UInt) -> Bool {
+  @usableFromInline mutating func request(_ reads: Reads, number: UInt64) -> Bool {
     defer { _checkInvariants() }
     guard isLinked, number >= requested else { return false }
     requested = number
     pending = reads
-    pendingNumber = number
     if isRelinking { return false }
     isRelinking = true
-    applier = thread
     return true
-  }
-
-  /// Whether `thread`, which asked for links numbered `number` and does not apply them,
-  /// must wait for the applier: until a request numbered at least as high is applied,
-  /// the effect stops following, or nobody applies.
-  @usableFromInline func mustWait(for number: UInt64, by thread: UInt) -> Bool {
-    isLinked && isRelinking && applier != thread && applied < number
-  }
-
-  /// Wakes the threads waiting for the applier, to check ``mustWait(for:by:)`` again.
-  @usableFromInline mutating func wakeWaiters() {
-    if waiters > 0 { room?.broadcast() }
   }
 
   /// The applier's next step, or nil once no request waits (then it stops applying).
   @usableFromInline mutating func nextStep() -> Step? {
     defer { _checkInvariants() }
-    // The step before, if any, is done.
-    applied = applying
-    defer { wakeWaiters() }
+    ending = []
+    applying = nil
     guard let reads = pending.take(), isLinked else {
       pending = nil
       isRelinking = false
-      applier = 0
       return nil
     }
-    applying = pendingNumber
+    applying = reads
     let wanted = Set(reads.entries.lazy.map(\.identity))
     var ended: [SubscriptionCore] = []
     var kept: [Link] = []
@@ -143,9 +121,29 @@ struct EffectState: Sendable {
     }
     let have = Set(kept.map(\.identity))
     linked = kept
+    ending = ended
     var added: [any Root] = []
     for entry in reads.entries where !have.contains(entry.identity) { added.append(entry.root) }
     return Step(reads: reads, ended: ended, added: added)
+  }
+
+  /// While another thread applies requests: the links that neither `reads`, nor the
+  /// request waiting, nor the step being applied name, taken out of the links, with
+  /// those the step is ending; to end. None when nobody applies.
+  @usableFromInline mutating func takeUnread(_ reads: Reads) -> [SubscriptionCore] {
+    defer { _checkInvariants() }
+    guard isLinked, isRelinking else { return [] }
+    func isNamed(_ identity: ObjectIdentifier) -> Bool {
+      reads.version(of: identity) != nil || pending?.version(of: identity) != nil
+        || applying?.version(of: identity) != nil
+    }
+    var unread = ending
+    var kept: [Link] = []
+    for link in linked {
+      if isNamed(link.identity) { kept.append(link) } else { unread.append(link.core) }
+    }
+    if kept.count != linked.count { linked = kept }
+    return unread
   }
 
   /// Keeps the links the applier made; returns them, to end, if the effect stopped
@@ -166,7 +164,6 @@ struct EffectState: Sendable {
       if arriving < 0 { preconditionFailure("Evented: an effect has fewer than no arriving observers") }
       if !isLinked, pending != nil { preconditionFailure("Evented: an unlinked effect has a request waiting") }
       if pending != nil, !isRelinking { preconditionFailure("Evented: a request waits with nobody to apply it") }
-      if isRelinking != (applier != 0) { preconditionFailure("Evented: an effect's applier is not recorded") }
       var seen = Set<ObjectIdentifier>()
       for link in linked where !seen.insert(link.identity).inserted {
         preconditionFailure("Evented: an effect is linked twice to one root")
