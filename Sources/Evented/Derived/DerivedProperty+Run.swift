@@ -177,7 +177,13 @@ extension DerivedProperty {
     token.unlock()
     relink(to: reads, at: ahead, ending: true)
     token = hub.lockForCommit()
-    guard reads.isLater(than: delivered) else { return token.unlock() }
+    guard reads.isLater(than: delivered) else {
+      // A later state was delivered meanwhile, and the links may have been changed for
+      // this one: follow what that state read.
+      let (later, number) = (delivered, commits)
+      token.unlock()
+      return relink(to: later, at: 2 &* number)
+    }
     let replaced = delivered
     delivered = reads
     commits &+= 1
