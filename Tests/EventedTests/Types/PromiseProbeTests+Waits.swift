@@ -3,6 +3,7 @@
 // `cancel()` that waits for a root's delivery through a link, and senders that wait
 // for room first come, first served. Every wait here is bounded: a hang fails.
 
+import Dispatch
 import Synchronization
 import Testing
 
@@ -550,6 +551,89 @@ extension PromiseProbeTests {
       #expect(first == ["+", "-"], "round \(round)")
       #expect(second == ["+", "-"], "round \(round): the root is still started after both threads returned")
       if first != ["+", "-"] || second != ["+", "-"] { return }
+    }
+  }
+}
+
+extension PromiseProbeTests {
+  // MARK: Queue observers and transactions around a switch
+
+  /// The last observer of a switching value delivers on a queue and cancels itself
+  /// there, while another thread keeps switching the value between lazy targets and a
+  /// third writes the targets: nothing hangs, and each target's hooks alternate.
+  @Test func waitsAQueueObserverCancellingItselfWhileOthersSwitchAndWriteDoesNotHang() {
+    for round in 0..<(isThreadSanitized ? 20 : 100) {
+      let hooks = (0..<2).map { _ in Recorder<String>() }
+      let targets = (0..<2).map { index in
+        Property(0, onFirstObserver: { hooks[index].append("+") }, onLastObserverGone: { hooks[index].append("-") })
+      }
+      let selector = Property(0)
+      let followed = selector.flatMapLatest { targets[$0 % 2] }
+      let queue = DispatchQueue(label: "probe-waits-queue")
+      let box = SubscriptionBox()
+      let cancelled = Gate()
+      let received = Number(0)
+      box.subscription = followed.observe(on: .queue(queue)) { _ in
+        if received.add(1) == 20 {
+          box.cancel()
+          cancelled.open()
+        }
+      }
+      let stop = Atomic<Bool>(false)
+      let threads = (0..<2).map { index in
+        Spawned {
+          var i = 0
+          while !stop.load(ordering: .relaxed) {
+            i += 1
+            if index == 0 { selector.value = i } else { targets[i % 2].value = i }
+            if i % 4 == 0 { yieldProcessor() }
+          }
+        }
+      }
+      let wasCancelled = cancelled.wait()
+      stop.store(true, ordering: .relaxed)
+      let finished = threads.allSatisfy { $0.join() } && wasCancelled
+      #expect(finished, "hung in round \(round)")
+      guard finished else { return }
+      for index in 0..<2 {
+        let values = hooks[index].values
+        let alternates = values.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? "+" : "-") }
+        #expect(alternates, "round \(round), target \(index): \(values.suffix(6))")
+      }
+    }
+  }
+
+  /// A transaction writes the selector and the new target while another thread
+  /// switches the same value: nothing hangs, the observer ends on the value, and the
+  /// old target's count drops before the new target's value arrives.
+  @Test func waitsATransactionAroundASwitchWhileAnotherThreadSwitchesKeepsTheSwitchOneState() {
+    for round in 0..<(isThreadSanitized ? 20 : 200) {
+      let selector = Property(0)
+      let targets = [Property(-1), Property(1), Property(2)]
+      let followed = selector.flatMapLatest { targets[$0] }
+      let seen = Recorder<Int>()
+      let stale = Recorder<String>()
+      let observer = followed.observe { value in
+        if value > 0 && targets[0].observerCount != 0 { stale.append("target 0 still observed at \(value)") }
+        seen.append(value)
+      }
+      let finished = onThreads(2) { index in
+        if index == 0 {
+          transaction {
+            selector.value = 1
+            targets[1].value = 11
+          }
+        } else {
+          selector.value = 2
+        }
+      }
+      #expect(finished, "hung in round \(round)")
+      guard finished else { return }
+      #expect(seen.wait { $0.last == followed.value }, "round \(round): \(seen.values)")
+      #expect(targets[0].observerCount == 0)
+      #expect(stale.values.isEmpty, "round \(round): \(stale.values.prefix(3))")
+      observer.cancel()
+      #expect(targets.allSatisfy { $0.observerCount == 0 })
     }
   }
 }
