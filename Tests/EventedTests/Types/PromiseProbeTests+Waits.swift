@@ -637,3 +637,39 @@ extension PromiseProbeTests {
     }
   }
 }
+
+extension PromiseProbeTests {
+  /// As ``waitsATransformThatCancelsTheLastObserverWhileAnotherThreadDeliversStopsBothRootsOnce()``,
+  /// with a plain `cancel()` on the test's thread: once it returned and the writer
+  /// stopped, the lazy root the writer writes has stopped.
+  @Test func waitsCancellingTheLastObserverOfACombineLatestWhileAnotherThreadWritesStopsTheLazyRoot() {
+    var missed: [String] = []
+    for round in 0..<1_000 {
+      let hooks = Recorder<String>()
+      let other = Property(0)
+      let busy = Property(0, onFirstObserver: { hooks.append("+") }, onLastObserverGone: { hooks.append("-") })
+      let subscription = other.combineLatest(busy).map { $0.1 }.observe { _ in }
+      let stop = Atomic<Bool>(false)
+      let started = Gate()
+      let writer = Spawned {
+        var i = 0
+        started.open()
+        while !stop.load(ordering: .relaxed) {
+          i += 1
+          busy.value = i
+          yieldProcessor()
+        }
+      }
+      #expect(started.wait())
+      subscription.cancel()
+      let atCancel = hooks.values
+      stop.store(true, ordering: .relaxed)
+      #expect(writer.join(), "hung in round \(round)")
+      let afterJoin = hooks.values
+      if atCancel != ["+", "-"] {
+        missed.append("round \(round): \(atCancel) at cancel, \(afterJoin) after the writer")
+      }
+    }
+    #expect(missed.isEmpty, "\(missed.count) of 1,000 rounds: \(missed.prefix(3))")
+  }
+}
