@@ -4,6 +4,7 @@
 // for room first come, first served. Every wait here is bounded: a hang fails.
 
 import Dispatch
+import Foundation
 import Synchronization
 import Testing
 
@@ -668,6 +669,54 @@ extension PromiseProbeTests {
       let afterJoin = hooks.values
       if atCancel != ["+", "-"] {
         missed.append("round \(round): \(atCancel) at cancel, \(afterJoin) after the writer")
+      }
+    }
+    #expect(missed.isEmpty, "\(missed.count) of 1,000 rounds: \(missed.prefix(3))")
+  }
+}
+
+extension PromiseProbeTests {
+  /// As ``waitsATransformThatCancelsTheLastObserverWhileAnotherThreadDeliversStopsBothRootsOnce()``,
+  /// but only the thread writing `trigger` cancels (its transform), so the other thread
+  /// never ends anything: when that write returns, and after the writer of `busy`
+  /// stopped, `busy`'s stop hook has sometimes not run. A plain `cancel()` outside the
+  /// transform stops it (``waitsCancellingTheLastObserverOfACombineLatestWhileAnotherThreadWritesStopsTheLazyRoot()``).
+  @Test func waitsOnlyTheTriggerThreadsTransformCancellingTheLastObserverStopsTheOtherLazyRoot() {
+    var missed: [String] = []
+    for round in 0..<1_000 {
+      let hooks = (Recorder<String>(), Recorder<String>())
+      let trigger = Property(0, onFirstObserver: { hooks.0.append("+") }, onLastObserverGone: { hooks.0.append("-") })
+      let busy = Property(0, onFirstObserver: { hooks.1.append("+") }, onLastObserverGone: { hooks.1.append("-") })
+      let box = SubscriptionBox()
+      let pairs = trigger.combineLatest(busy).map { pair -> Int in
+        if pair.0 == 1 && Thread.current.name == "trigger" { box.cancel() }
+        return pair.1
+      }
+      box.subscription = pairs.observe { _ in }
+      let stop = Atomic<Bool>(false)
+      let started = Gate()
+      let writer = Spawned {
+        var i = 0
+        started.open()
+        while !stop.load(ordering: .relaxed) {
+          i += 1
+          busy.value = i
+          yieldProcessor()
+        }
+      }
+      #expect(started.wait())
+      let atWrite = Monitor<[String]>([])
+      let wrote = completesOnAnotherThread {
+        Thread.current.name = "trigger"
+        trigger.value = 1
+        atWrite.withLock { $0 = hooks.1.values }
+      }
+      stop.store(true, ordering: .relaxed)
+      let joined = writer.join()
+      #expect(wrote && joined, "hung in round \(round)")
+      guard wrote && joined else { return }
+      if hooks.1.values != ["+", "-"] || atWrite.current != ["+", "-"] {
+        missed.append("round \(round): at write \(atWrite.current), after \(hooks.1.values)")
       }
     }
     #expect(missed.isEmpty, "\(missed.count) of 1,000 rounds: \(missed.prefix(3))")
