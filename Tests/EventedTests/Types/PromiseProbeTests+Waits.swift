@@ -3,6 +3,8 @@
 // `cancel()` that waits for a root's delivery through a link, and senders that wait
 // for room first come, first served. Every wait here is bounded: a hang fails.
 
+import Dispatch
+import Foundation
 import Synchronization
 import Testing
 
@@ -551,5 +553,172 @@ extension PromiseProbeTests {
       #expect(second == ["+", "-"], "round \(round): the root is still started after both threads returned")
       if first != ["+", "-"] || second != ["+", "-"] { return }
     }
+  }
+}
+
+extension PromiseProbeTests {
+  // MARK: Queue observers and transactions around a switch
+
+  /// The last observer of a switching value delivers on a queue and cancels itself
+  /// there, while another thread keeps switching the value between lazy targets and a
+  /// third writes the targets: nothing hangs, and each target's hooks alternate.
+  @Test func waitsAQueueObserverCancellingItselfWhileOthersSwitchAndWriteDoesNotHang() {
+    for round in 0..<(isThreadSanitized ? 20 : 100) {
+      let hooks = (0..<2).map { _ in Recorder<String>() }
+      let targets = (0..<2).map { index in
+        Property(0, onFirstObserver: { hooks[index].append("+") }, onLastObserverGone: { hooks[index].append("-") })
+      }
+      let selector = Property(0)
+      let followed = selector.flatMapLatest { targets[$0 % 2] }
+      let queue = DispatchQueue(label: "probe-waits-queue")
+      let box = SubscriptionBox()
+      let cancelled = Gate()
+      let received = Number(0)
+      box.subscription = followed.observe(on: .queue(queue)) { _ in
+        if received.add(1) == 20 {
+          box.cancel()
+          cancelled.open()
+        }
+      }
+      let stop = Atomic<Bool>(false)
+      let threads = (0..<2).map { index in
+        Spawned {
+          var i = 0
+          while !stop.load(ordering: .relaxed) {
+            i += 1
+            if index == 0 { selector.value = i } else { targets[i % 2].value = i }
+            if i % 4 == 0 { yieldProcessor() }
+          }
+        }
+      }
+      let wasCancelled = cancelled.wait()
+      stop.store(true, ordering: .relaxed)
+      let finished = threads.allSatisfy { $0.join() } && wasCancelled
+      #expect(finished, "hung in round \(round)")
+      guard finished else { return }
+      for index in 0..<2 {
+        let values = hooks[index].values
+        let alternates = values.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? "+" : "-") }
+        #expect(alternates, "round \(round), target \(index): \(values.suffix(6))")
+      }
+    }
+  }
+
+  /// A transaction writes the selector and the new target while another thread
+  /// switches the same value: nothing hangs, the observer ends on the value, and the
+  /// old target's count drops before the new target's value arrives.
+  @Test func waitsATransactionAroundASwitchWhileAnotherThreadSwitchesKeepsTheSwitchOneState() {
+    for round in 0..<(isThreadSanitized ? 20 : 200) {
+      let selector = Property(0)
+      let targets = [Property(-1), Property(1), Property(2)]
+      let followed = selector.flatMapLatest { targets[$0] }
+      let seen = Recorder<Int>()
+      let stale = Recorder<String>()
+      let observer = followed.observe { value in
+        if value > 0 && targets[0].observerCount != 0 { stale.append("target 0 still observed at \(value)") }
+        seen.append(value)
+      }
+      let finished = onThreads(2) { index in
+        if index == 0 {
+          transaction {
+            selector.value = 1
+            targets[1].value = 11
+          }
+        } else {
+          selector.value = 2
+        }
+      }
+      #expect(finished, "hung in round \(round)")
+      guard finished else { return }
+      #expect(seen.wait { $0.last == followed.value }, "round \(round): \(seen.values)")
+      #expect(targets[0].observerCount == 0)
+      #expect(stale.values.isEmpty, "round \(round): \(stale.values.prefix(3))")
+      observer.cancel()
+      #expect(targets.allSatisfy { $0.observerCount == 0 })
+    }
+  }
+}
+
+extension PromiseProbeTests {
+  /// As ``waitsATransformThatCancelsTheLastObserverWhileAnotherThreadDeliversStopsBothRootsOnce()``,
+  /// with a plain `cancel()` on the test's thread: once it returned and the writer
+  /// stopped, the lazy root the writer writes has stopped.
+  @Test func waitsCancellingTheLastObserverOfACombineLatestWhileAnotherThreadWritesStopsTheLazyRoot() {
+    var missed: [String] = []
+    for round in 0..<1_000 {
+      let hooks = Recorder<String>()
+      let other = Property(0)
+      let busy = Property(0, onFirstObserver: { hooks.append("+") }, onLastObserverGone: { hooks.append("-") })
+      let subscription = other.combineLatest(busy).map { $0.1 }.observe { _ in }
+      let stop = Atomic<Bool>(false)
+      let started = Gate()
+      let writer = Spawned {
+        var i = 0
+        started.open()
+        while !stop.load(ordering: .relaxed) {
+          i += 1
+          busy.value = i
+          yieldProcessor()
+        }
+      }
+      #expect(started.wait())
+      subscription.cancel()
+      let atCancel = hooks.values
+      stop.store(true, ordering: .relaxed)
+      #expect(writer.join(), "hung in round \(round)")
+      let afterJoin = hooks.values
+      if atCancel != ["+", "-"] {
+        missed.append("round \(round): \(atCancel) at cancel, \(afterJoin) after the writer")
+      }
+    }
+    #expect(missed.isEmpty, "\(missed.count) of 1,000 rounds: \(missed.prefix(3))")
+  }
+}
+
+extension PromiseProbeTests {
+  /// As ``waitsATransformThatCancelsTheLastObserverWhileAnotherThreadDeliversStopsBothRootsOnce()``,
+  /// but only the thread writing `trigger` cancels (its transform), so the other thread
+  /// never ends anything: when that write returns, and after the writer of `busy`
+  /// stopped, `busy`'s stop hook has sometimes not run. A plain `cancel()` outside the
+  /// transform stops it (``waitsCancellingTheLastObserverOfACombineLatestWhileAnotherThreadWritesStopsTheLazyRoot()``).
+  @Test func waitsOnlyTheTriggerThreadsTransformCancellingTheLastObserverStopsTheOtherLazyRoot() {
+    var missed: [String] = []
+    for round in 0..<1_000 {
+      let hooks = (Recorder<String>(), Recorder<String>())
+      let trigger = Property(0, onFirstObserver: { hooks.0.append("+") }, onLastObserverGone: { hooks.0.append("-") })
+      let busy = Property(0, onFirstObserver: { hooks.1.append("+") }, onLastObserverGone: { hooks.1.append("-") })
+      let box = SubscriptionBox()
+      let pairs = trigger.combineLatest(busy).map { pair -> Int in
+        if pair.0 == 1 && Thread.current.name == "trigger" { box.cancel() }
+        return pair.1
+      }
+      box.subscription = pairs.observe { _ in }
+      let stop = Atomic<Bool>(false)
+      let started = Gate()
+      let writer = Spawned {
+        var i = 0
+        started.open()
+        while !stop.load(ordering: .relaxed) {
+          i += 1
+          busy.value = i
+          yieldProcessor()
+        }
+      }
+      #expect(started.wait())
+      let atWrite = Monitor<[String]>([])
+      let wrote = completesOnAnotherThread {
+        Thread.current.name = "trigger"
+        trigger.value = 1
+        atWrite.withLock { $0 = hooks.1.values }
+      }
+      stop.store(true, ordering: .relaxed)
+      let joined = writer.join()
+      #expect(wrote && joined, "hung in round \(round)")
+      guard wrote && joined else { return }
+      if hooks.1.values != ["+", "-"] || atWrite.current != ["+", "-"] {
+        missed.append("round \(round): at write \(atWrite.current), after \(hooks.1.values)")
+      }
+    }
+    #expect(missed.isEmpty, "\(missed.count) of 1,000 rounds: \(missed.prefix(3))")
   }
 }
