@@ -183,6 +183,23 @@ private func busy(nanoseconds: Int64) {
     subscription.cancel()
   }
 
+  /// While a sender holds a ticket, a sender that finds room still queues behind it,
+  /// and commits once the ticket is returned.
+  @Test func aSenderThatFindsRoomWaitsWhileAnEarlierSenderHoldsATicket() async {
+    let source = ActorEventSource<Int>(backlogLimit: 4)
+    let received = Recorder<Int>()
+    let subscription = await source.observe { received.append($0) }
+    let senders = await source.senders
+    let ticket = senders.takeTicket()
+    let sender = Task(executorPreference: SignallingExecutor.shared) { await source.send(1) }
+    #expect(await settles { senders.waiting == 1 }, "the queue has room, but a ticket is out")
+    #expect(received.values.isEmpty)
+    senders.returnTicket(ticket)
+    #expect(await sender.value)
+    #expect(await settles { received.values == [1] })
+    subscription.cancel()
+  }
+
   @Test func aCancelledSenderLeavesTheLineAndTheNextOneGoesOn() async {
     let source = ActorEventSource<Int>(backlogLimit: 1)
     let gate = AsyncGate()
