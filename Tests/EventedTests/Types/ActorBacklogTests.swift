@@ -150,9 +150,9 @@ private func busy(nanoseconds: Int64) {
 
   // MARK: First come, first served
 
-  /// Senders that find the queue full commit in the order they arrived, and a sender
-  /// arriving after them queues behind them even when it finds room.
-  @Test func waitingSendersCommitInTheOrderTheyArrivedAndNoLaterSenderGoesFirst() async {
+  /// A source with a backlog limit of 1 whose one handler holds event 0 until `gate`
+  /// opens, and whose queue holds event 1: the next send from outside waits.
+  func fullSourceOfOne() async -> (ActorEventSource<Int>, AsyncGate, Recorder<Int>, Subscription) {
     let source = ActorEventSource<Int>(backlogLimit: 1)
     let gate = AsyncGate()
     let holding = Flag()
@@ -166,8 +166,14 @@ private func busy(nanoseconds: Int64) {
     }
     await source.send(0)
     #expect(await settles { holding.isSet })
-    // The handler holds 0; 1 fills its queue.
     await source.send(1)
+    return (source, gate, received, subscription)
+  }
+
+  /// Senders that find the queue full commit in the order they arrived, and a sender
+  /// arriving after them queues behind them even when it finds room.
+  @Test func waitingSendersCommitInTheOrderTheyArrivedAndNoLaterSenderGoesFirst() async {
+    let (source, gate, received, subscription) = await fullSourceOfOne()
     let senders = await source.senders
     var waiting: [Task<Void, Never>] = []
     for event in 2...6 {
@@ -201,20 +207,7 @@ private func busy(nanoseconds: Int64) {
   }
 
   @Test func aCancelledSenderLeavesTheLineAndTheNextOneGoesOn() async {
-    let source = ActorEventSource<Int>(backlogLimit: 1)
-    let gate = AsyncGate()
-    let holding = Flag()
-    let received = Recorder<Int>()
-    let subscription = await source.observe { event in
-      if event == 0 {
-        holding.set()
-        await gate.wait()
-      }
-      received.append(event)
-    }
-    await source.send(0)
-    #expect(await settles { holding.isSet })
-    await source.send(1)
+    let (source, gate, received, subscription) = await fullSourceOfOne()
     let senders = await source.senders
     let first = Task(executorPreference: SignallingExecutor.shared) { await source.send(2) }
     #expect(await settles { senders.waiting == 1 })
