@@ -164,6 +164,9 @@ struct EffectState: Sendable {
       if arriving < 0 { preconditionFailure("Evented: an effect has fewer than no arriving observers") }
       if !isLinked, pending != nil { preconditionFailure("Evented: an unlinked effect has a request waiting") }
       if pending != nil, !isRelinking { preconditionFailure("Evented: a request waits with nobody to apply it") }
+      if applying != nil || !ending.isEmpty, !isRelinking {
+        preconditionFailure("Evented: an effect applies a step with nobody applying")
+      }
       var seen = Set<ObjectIdentifier>()
       for link in linked where !seen.insert(link.identity).inserted {
         preconditionFailure("Evented: an effect is linked twice to one root")
