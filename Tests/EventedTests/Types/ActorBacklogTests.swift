@@ -3,17 +3,6 @@ import Testing
 
 @testable import Evented
 
-extension ActorEventSource {
-  /// Where its senders wait for room; made by the first handler subscription.
-  fileprivate var senders: ActorBacklog { sinks.backlog! }
-}
-
-extension ActorBacklog {
-  /// How many senders wait for room. Read without the actor, so that
-  /// reading it never holds the actor when the sender arrives.
-  fileprivate var waiting: Int { waiterCount.load(ordering: .relaxed) }
-}
-
 /// Spins for about `nanoseconds` without suspending: a slow handler that does not sleep.
 private func busy(nanoseconds: Int64) {
   let end = ContinuousClock.now + .nanoseconds(nanoseconds)
@@ -150,30 +139,10 @@ private func busy(nanoseconds: Int64) {
 
   // MARK: First come, first served
 
-  /// A source with a backlog limit of 1 whose one handler holds event 0 until `gate`
-  /// opens, and whose queue holds event 1: the next send from outside waits.
-  func fullSourceOfOne() async -> (ActorEventSource<Int>, AsyncGate, Recorder<Int>, Subscription) {
-    let source = ActorEventSource<Int>(backlogLimit: 1)
-    let gate = AsyncGate()
-    let holding = Flag()
-    let received = Recorder<Int>()
-    let subscription = await source.observe { event in
-      if event == 0 {
-        holding.set()
-        await gate.wait()
-      }
-      received.append(event)
-    }
-    await source.send(0)
-    #expect(await settles { holding.isSet })
-    await source.send(1)
-    return (source, gate, received, subscription)
-  }
-
   /// Senders that find the queue full commit in the order they arrived, and a sender
   /// arriving after them queues behind them even when it finds room.
   @Test func waitingSendersCommitInTheOrderTheyArrivedAndNoLaterSenderGoesFirst() async {
-    let (source, gate, received, subscription) = await fullSourceOfOne()
+    let (source, gate, received, subscription) = await heldActorSource(limit: 1)
     let senders = await source.senders
     var waiting: [Task<Void, Never>] = []
     for event in 2...6 {
@@ -207,7 +176,7 @@ private func busy(nanoseconds: Int64) {
   }
 
   @Test func aCancelledSenderLeavesTheLineAndTheNextOneGoesOn() async {
-    let (source, gate, received, subscription) = await fullSourceOfOne()
+    let (source, gate, received, subscription) = await heldActorSource(limit: 1)
     let senders = await source.senders
     let first = Task(executorPreference: SignallingExecutor.shared) { await source.send(2) }
     #expect(await settles { senders.waiting == 1 })

@@ -1,7 +1,9 @@
-// The waits added for a derived value's links and for the actor variants' senders:
-// a switch that waits for the thread applying its value's links, a last observer's
-// `cancel()` that waits for a root's delivery through a link, and senders that wait
-// for room first come, first served. Every wait here is bounded: a hang fails.
+// Where threads might wait for each other around a derived value's links and the
+// actor variants' senders: a switch while another thread changes the value's links
+// (it ends its old links itself, never waiting), a last observer's `cancel()` while
+// another thread delivers through a link (it does not wait), lazy sources' hooks run
+// meanwhile, and senders that wait for room first come, first served. Every wait here
+// is bounded: a hang fails.
 
 import Dispatch
 import Foundation
@@ -9,16 +11,6 @@ import Synchronization
 import Testing
 
 @testable import Evented
-
-extension ActorEventSource {
-  /// Where its senders wait for room; made by the first handler subscription.
-  fileprivate var probeSenders: ActorBacklog { sinks.backlog! }
-}
-
-extension ActorBacklog {
-  /// How many senders wait (for room or for their turn).
-  fileprivate var probeWaiting: Int { waiterCount.load(ordering: .relaxed) }
-}
 
 /// Sends `event` from a task of its own, and records it in `done` once `send` returned.
 private func sending(_ event: Int, to source: ActorEventSource<Int>, done: Recorder<Int>) -> Task<Bool, Never> {
@@ -38,38 +30,25 @@ extension PromiseProbeTests {
   /// once, past the limit); the others commit in the order they arrived once the
   /// handler makes room.
   @Test func waitsCancelledSendersAnywhereInTheLineLeaveItAndTheRestCommitInArrivalOrder() async {
-    let source = ActorEventSource<Int>(backlogLimit: 4)
-    let gate = AsyncGate()
-    let holding = Flag()
-    let received = Recorder<Int>()
-    let subscription = await source.observe { event in
-      if event == 0 {
-        holding.set()
-        await gate.wait()
-      }
-      received.append(event)
-    }
-    await source.send(0)
-    #expect(await settles { holding.isSet })
-    for event in 1...4 { await source.send(event) }
-    let senders = await source.probeSenders
+    let (source, gate, received, subscription) = await heldActorSource(limit: 4)
+    let senders = await source.senders
     let done = Recorder<Int>()
     var waiting: [Int: Task<Bool, Never>] = [:]
     for event in 10..<20 {
       waiting[event] = sending(event, to: source, done: done)
-      #expect(await settles { senders.probeWaiting == event - 9 }, "sender \(event) waits")
+      #expect(await settles { senders.waiting == event - 9 }, "sender \(event) waits")
     }
     for event in [10, 15, 19] {
       waiting[event]?.cancel()
       #expect(await settles { done.values.contains(event) }, "cancelled sender \(event) returned")
     }
-    #expect(await settles { senders.probeWaiting == 7 })
+    #expect(await settles { senders.waiting == 7 })
     gate.open()
     #expect(await settles { done.count == 10 }, "hung: \(done.values)")
     for event in 10..<20 where done.values.contains(event) { #expect(await waiting[event]?.value == true) }
     #expect(await settles { received.count == 15 })
     #expect(received.values == [0, 1, 2, 3, 4, 10, 15, 19, 11, 12, 13, 14, 16, 17, 18])
-    #expect(await source.probeSenders.hasTickets == false)
+    #expect(await source.senders.hasTickets == false)
     subscription.cancel()
   }
 
@@ -102,12 +81,12 @@ extension PromiseProbeTests {
     await source.send(0)
     #expect(await settles { holding.isSet })
     await source.send(1)
-    let senders = await source.probeSenders
+    let senders = await source.senders
     let done = Recorder<Int>()
     var waiting: [Task<Bool, Never>] = []
     for event in 10..<13 {
       waiting.append(sending(event, to: source, done: done))
-      #expect(await settles { senders.probeWaiting == event - 9 }, "sender \(event) waits")
+      #expect(await settles { senders.waiting == event - 9 }, "sender \(event) waits")
     }
     gate.open()
     #expect(await settles { duringSent.isSet }, "a task the handler's call started waited in line")
@@ -146,12 +125,12 @@ extension PromiseProbeTests {
     await source.send(0)
     #expect(await settles { holding.isSet })
     await source.send(1)
-    let senders = await source.probeSenders
+    let senders = await source.senders
     let done = Recorder<Int>()
     var waiting: [Task<Bool, Never>] = []
     for event in 10..<16 {
       waiting.append(sending(event, to: source, done: done))
-      #expect(await settles { senders.probeWaiting == event - 9 }, "sender \(event) waits")
+      #expect(await settles { senders.waiting == event - 9 }, "sender \(event) waits")
     }
     subscription.cancel()
     #expect(await settles { done.count == 6 }, "hung: \(done.values)")
@@ -159,7 +138,7 @@ extension PromiseProbeTests {
     #expect(await source.send(99))
     #expect(await settles { other.count == 9 })
     #expect(other.values == [0, 1, 10, 11, 12, 13, 14, 15, 99])
-    #expect(await source.probeSenders.hasTickets == false)
+    #expect(await source.senders.hasTickets == false)
     gate.open()
     watcher.cancel()
   }
@@ -191,7 +170,7 @@ extension PromiseProbeTests {
       let mine = values.filter { $0 / 1_000 == sender }
       #expect(mine == (0..<perSender).map { sender * 1_000 + $0 }, "sender \(sender)")
     }
-    #expect(await source.probeSenders.hasTickets == false)
+    #expect(await source.senders.hasTickets == false)
     subscription.cancel()
   }
 }
